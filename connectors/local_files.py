@@ -1,0 +1,134 @@
+"""Local (or any fsspec) log files: resolve the context's globs, fingerprint, and read them in bounded batches."""
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import fsspec
+
+from firstfault.connectors.static_context import AttemptContext, LogSpec
+
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    source: str
+    uri: str  # fsspec URL, `file://` for local files
+    node: str | None  # node known from `{node}` or the file name
+    rank: int | None  # rank known from the file name (`rank3.log`)
+    label: str  # how `srun --label` task ids read in this file
+    pattern: str  # the spec path it came from
+
+
+@dataclass(frozen=True)
+class Missing:
+    source: str
+    pattern: str
+    reason: str
+
+
+def resolve_logs(ctx: AttemptContext) -> tuple[list[LogFile], list[Missing]]:
+    """Expand `{node}` and globs of every log spec; patterns matching nothing are reported, not raised."""
+    files: dict[str, LogFile] = {}
+    missing: list[Missing] = []
+    for spec in ctx.logs:
+        expansions = [(spec.path.replace("{node}", n), n) for n in ctx.nodes] if "{node}" in spec.path else [(spec.path, None)]
+        for rel, node in expansions:
+            found = _glob(ctx.base_uri, rel)
+            if not found:
+                missing.append(Missing(spec.source, rel, "no file matches"))
+            for uri in found:
+                files.setdefault(uri, _describe(uri, spec, node, ctx.nodes))
+    return sorted(files.values(), key=lambda f: (f.source, f.uri)), missing
+
+
+def resolve_paths(ctx: AttemptContext, patterns: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    found, missing = [], []
+    for rel in patterns:
+        uris = _glob(ctx.base_uri, rel)
+        (found.extend(uris) if uris else missing.append(rel))
+    return sorted(set(found)), missing
+
+
+def _glob(base_uri: str, rel: str) -> list[str]:
+    target = rel if "://" in rel or rel.startswith("/") else posixpath.join(base_uri, rel)
+    fs, _, paths = fsspec.get_fs_token_paths(target)
+    try:
+        matches = fs.glob(paths[0]) if any(c in paths[0] for c in "*?[") else ([paths[0]] if fs.exists(paths[0]) else [])
+    except OSError:
+        return []
+    return [fs.unstrip_protocol(p) for p in matches if _is_file(fs, p)]
+
+
+def _is_file(fs, path: str) -> bool:
+    try:
+        return fs.isfile(path)
+    except OSError:
+        return False
+
+
+def _describe(uri: str, spec: LogSpec, node: str | None, nodes: tuple[str, ...]) -> LogFile:
+    name = posixpath.basename(uri)
+    if node is None:
+        # the longest node name found in the file name wins (node-1 vs node-10)
+        hits = [n for n in nodes if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", name)]
+        node = max(hits, key=len) if hits else None
+    m = _RANK_IN_NAME.search(name)
+    return LogFile(spec.source, uri, node, int(m.group(1)) if m else None, spec.label, spec.path)
+
+
+def fingerprint(uri: str) -> str:
+    """Cheap identity of a file's content version (size + mtime/ETag), for incremental runs."""
+    fs, _, (path,) = fsspec.get_fs_token_paths(uri)
+    try:
+        return str(fs.ukey(path))
+    except (OSError, NotImplementedError, AttributeError):
+        info = fs.info(path)
+        return f"{info.get('size')}:{info.get('mtime') or info.get('ETag') or info.get('LastModified')}"
+
+
+def read_batches(uri: str, batch_bytes: int, max_line_bytes: int) -> Iterator[tuple[bytes, int, int]]:
+    """Yield (chunk of whole lines, 1-based number of its first line, bytes cut from over-long lines).
+
+    Memory stays bounded by batch_bytes + max_line_bytes whatever the file: a line longer than the budget is
+    cut to max_line_bytes and the rest of it skipped.
+    """
+    line_no = 1
+    carry = b""
+    with fsspec.open(uri, "rb", compression="infer") as f:
+        while True:
+            block = f.read(batch_bytes)
+            if not block:
+                break
+            data = carry + block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                if len(data) <= max_line_bytes:
+                    carry = data
+                    continue
+                # one line longer than the budget: keep its head, drop the rest up to its end
+                skipped, carry = _skip_to_newline(f, batch_bytes)
+                yield data[:max_line_bytes] + b"\n", line_no, len(data) - max_line_bytes + skipped
+                line_no += 1
+                continue
+            chunk, carry = data[: cut + 1], data[cut + 1 :]
+            yield chunk, line_no, 0
+            line_no += chunk.count(b"\n")
+    if carry:
+        yield carry, line_no, 0
+
+
+def _skip_to_newline(f, batch_bytes: int) -> tuple[int, bytes]:
+    """Skip the rest of an over-long line; return (bytes skipped, what follows its newline)."""
+    skipped = 0
+    while True:
+        block = f.read(batch_bytes)
+        if not block:
+            return skipped, b""
+        nl = block.find(b"\n")
+        if nl >= 0:
+            return skipped + nl, block[nl + 1 :]
+        skipped += len(block)

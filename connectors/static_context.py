@@ -1,0 +1,265 @@
+"""Static execution context (CONTRACTS §2): load, validate, normalise one ATTEMPT.yaml/JSON."""
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import fsspec
+import yaml
+
+from firstfault.errors import BadInput
+from firstfault.ids import attempt_id, attempt_key, day_key
+
+KNOWN_KEYS = {
+    "workload_id", "attempt", "cluster", "state", "exit_code", "start", "end", "timezone", "gpu_model",
+    "gpus_per_node", "nodes", "ranks", "logs", "metrics", "flight_recorder", "boot_times", "addresses",
+}
+LABEL_MODES = ("rank", "node")
+
+
+@dataclass(frozen=True)
+class LogSpec:
+    source: str
+    path: str
+    label: str = "rank"  # what an `srun --label` task id means in this file: the global rank or the node index
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    workload_id: str
+    attempt: int
+    cluster: str
+    start: datetime
+    end: datetime | None
+    nodes: tuple[str, ...]
+    state: str | None = None
+    exit_code: str | None = None
+    timezone: str = "UTC"
+    gpu_model: str | None = None
+    gpus_per_node: int = 8
+    ranks: tuple[tuple[int, str, int], ...] = ()  # (rank, node, local_rank); empty = node-major default
+    logs: tuple[LogSpec, ...] = ()
+    metrics: tuple[str, ...] = ()
+    flight_recorder: tuple[str, ...] = ()
+    boot_times: tuple[tuple[str, datetime], ...] = ()
+    addresses: tuple[tuple[str, str], ...] = ()  # (address, node) known up front
+    base_uri: str = "."  # folder the relative paths are resolved against (fsspec URL)
+    spec_uri: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def attempt_id(self) -> str:
+        return attempt_id(self.cluster, self.workload_id, self.attempt)
+
+    @property
+    def attempt_key(self) -> str:
+        return attempt_key(self.attempt_id)
+
+    @property
+    def day(self) -> str:
+        return day_key(self.start)
+
+    def rank_map(self) -> list[tuple[int, str, int]]:
+        if self.ranks:
+            return list(self.ranks)
+        g = self.gpus_per_node
+        return [(i * g + lr, n, lr) for i, n in enumerate(self.nodes) for lr in range(g)]
+
+
+def load_static_context(path: str) -> AttemptContext:
+    """Read and validate a static context; raise BadInput naming the file and field."""
+    try:
+        with fsspec.open(path, "rt", encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise BadInput(path, "-", "file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(path, "-", f"cannot read: {e}") from None
+    try:
+        doc = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {str(e).splitlines()[0]}") from None
+    base = posixpath.dirname(path) or "."
+    return context_from_dict(doc, path, base)
+
+
+def context_from_dict(doc: Any, spec_uri: str, base_uri: str) -> AttemptContext:
+    v = _Validator(spec_uri)
+    if not isinstance(doc, dict):
+        raise BadInput(spec_uri, "-", "the document must be a mapping of keys to values")
+    unknown = sorted(set(doc) - KNOWN_KEYS)
+    if unknown:
+        raise BadInput(spec_uri, unknown[0], "unknown key")
+    nodes = v.node_list(doc)
+    tz = v.timezone(doc)
+    start = v.timestamp(doc, "start", required=True, tz=tz)
+    end = v.timestamp(doc, "end", required=False, tz=tz)
+    if end is not None and end < start:
+        raise BadInput(spec_uri, "end", "is before start")
+    gpus = v.integer(doc, "gpus_per_node", default=8, minimum=1)
+    return AttemptContext(
+        workload_id=v.text(doc, "workload_id", required=True),
+        attempt=v.integer(doc, "attempt", default=0, minimum=0),
+        cluster=v.text(doc, "cluster", default="default"),
+        state=(v.text(doc, "state") or "").upper() or None,
+        exit_code=None if doc.get("exit_code") is None else str(doc["exit_code"]),
+        start=start,
+        end=end,
+        nodes=nodes,
+        timezone=tz,
+        gpu_model=v.text(doc, "gpu_model"),
+        gpus_per_node=gpus,
+        ranks=v.ranks(doc, set(nodes)),
+        logs=v.logs(doc),
+        metrics=v.paths(doc, "metrics"),
+        flight_recorder=v.paths(doc, "flight_recorder"),
+        boot_times=v.boot_times(doc, set(nodes), tz),
+        addresses=v.addresses(doc, set(nodes)),
+        base_uri=base_uri,
+        spec_uri=spec_uri,
+    )
+
+
+class _Validator:
+    def __init__(self, file: str):
+        self.file = file
+
+    def fail(self, field_: str, problem: str):
+        raise BadInput(self.file, field_, problem)
+
+    def text(self, doc, key, *, required=False, default=None):
+        value = doc.get(key)
+        if value is None:
+            if required:
+                self.fail(key, "required")
+            return default
+        if isinstance(value, (dict, list, bool)):
+            self.fail(key, "must be a string")
+        value = str(value).strip()
+        if required and not value:
+            self.fail(key, "must not be empty")
+        return value
+
+    def integer(self, doc, key, *, default, minimum):
+        value = doc.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            self.fail(key, "must be an integer")
+        try:
+            value = int(value)
+        except ValueError:
+            self.fail(key, "must be an integer")
+        if value < minimum:
+            self.fail(key, f"must be >= {minimum}")
+        return value
+
+    def timezone(self, doc):
+        tz = self.text(doc, "timezone", default="UTC")
+        try:
+            ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            self.fail("timezone", f"unknown time zone {tz!r}")
+        return tz
+
+    def timestamp(self, doc, key, *, required, tz):
+        value = doc.get(key)
+        if value is None:
+            if required:
+                self.fail(key, "required")
+            return None
+        if isinstance(value, datetime):
+            parsed = value
+        else:
+            try:
+                parsed = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+            except ValueError:
+                self.fail(key, f"not an ISO 8601 timestamp: {value!r}")
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=ZoneInfo(tz))
+        return parsed.astimezone(timezone.utc)
+
+    def node_list(self, doc):
+        nodes = doc.get("nodes")
+        if nodes is None:
+            self.fail("nodes", "required")
+        if not isinstance(nodes, list) or not nodes:
+            self.fail("nodes", "must be a non-empty list of host names")
+        names = []
+        for i, n in enumerate(nodes):
+            if not isinstance(n, str) or not n.strip():
+                self.fail(f"nodes[{i}]", "must be a host name")
+            names.append(n.strip())
+        if len(set(names)) != len(names):
+            self.fail("nodes", "lists a host twice")
+        return tuple(names)
+
+    def ranks(self, doc, nodes):
+        ranks = doc.get("ranks")
+        if ranks is None:
+            return ()
+        if not isinstance(ranks, list):
+            self.fail("ranks", "must be a list of {rank, node, local_rank}")
+        out = []
+        for i, r in enumerate(ranks):
+            if not isinstance(r, dict) or "rank" not in r or "node" not in r:
+                self.fail(f"ranks[{i}]", "needs rank and node")
+            if r["node"] not in nodes:
+                self.fail(f"ranks[{i}].node", f"{r['node']!r} is not in nodes")
+            try:
+                out.append((int(r["rank"]), str(r["node"]), int(r.get("local_rank", 0))))
+            except (TypeError, ValueError):
+                self.fail(f"ranks[{i}]", "rank and local_rank must be integers")
+        return tuple(sorted(out))
+
+    def logs(self, doc):
+        logs = doc.get("logs") or []
+        if not isinstance(logs, list):
+            self.fail("logs", "must be a list of {source, path}")
+        out = []
+        for i, entry in enumerate(logs):
+            if not isinstance(entry, dict) or not entry.get("path"):
+                self.fail(f"logs[{i}].path", "required")
+            source = str(entry.get("source") or "applog")
+            label = str(entry.get("label", "rank"))
+            if label not in LABEL_MODES:
+                self.fail(f"logs[{i}].label", f"must be one of {', '.join(LABEL_MODES)}")
+            out.append(LogSpec(source=source, path=str(entry["path"]), label=label))
+        return tuple(out)
+
+    def paths(self, doc, key):
+        entries = doc.get(key) or []
+        if not isinstance(entries, list):
+            self.fail(key, "must be a list of {path}")
+        out = []
+        for i, entry in enumerate(entries):
+            path = entry.get("path") if isinstance(entry, dict) else entry
+            if not path or not isinstance(path, str):
+                self.fail(f"{key}[{i}].path", "required")
+            out.append(path)
+        return tuple(out)
+
+    def boot_times(self, doc, nodes, tz):
+        boots = doc.get("boot_times") or {}
+        if not isinstance(boots, dict):
+            self.fail("boot_times", "must map node names to timestamps")
+        out = []
+        for node in sorted(boots):
+            if node not in nodes:
+                self.fail(f"boot_times.{node}", "is not in nodes")
+            out.append((node, self.timestamp(boots, node, required=True, tz=tz)))
+        return tuple(out)
+
+    def addresses(self, doc, nodes):
+        addrs = doc.get("addresses") or {}
+        if not isinstance(addrs, dict):
+            self.fail("addresses", "must map node names to lists of addresses")
+        out = []
+        for node in sorted(addrs):
+            if node not in nodes:
+                self.fail(f"addresses.{node}", "is not in nodes")
+            values = addrs[node] if isinstance(addrs[node], list) else [addrs[node]]
+            out.extend((str(a), node) for a in values)
+        return tuple(out)

@@ -1,0 +1,195 @@
+"""Land one attempt: raw sources -> normalised Parquet in the lake, and its events, in one pass per batch.
+
+Each batch of a log file is split into lines, stripped of decorations, stamped in UTC, placed on a node/rank and
+written to `logs`; in the same pass the few lines that contain an extraction trigger are kept aside, and once all
+files are read the events are extracted from those candidates in one vectorized step (so multi-line blocks that
+straddle batches are still assembled) and written to `events`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import timezone
+
+import polars as pl
+import pyarrow as pa
+
+from firstfault.config import Landing
+from firstfault.connectors.lake import Lake
+from firstfault.connectors.local_files import LogFile, fingerprint, read_batches, resolve_logs, resolve_paths
+from firstfault.connectors.metrics_csv import METRICS_SCHEMA, read_metrics
+from firstfault.connectors.static_context import AttemptContext
+from firstfault.transforms.decorations import strip_decorations
+from firstfault.transforms.extract import EVENT_SCHEMA, Pattern, extract_events, trigger_literals
+from firstfault.transforms.lines import LineStats, split_lines
+from firstfault.transforms.peers import resolve_peers
+from firstfault.transforms.placement import place_lines
+from firstfault.transforms.timestamps import FileClock, anchor_file_clock, parse_timestamps
+
+log = logging.getLogger(__name__)
+
+LOGS_SCHEMA = pa.schema(
+    [
+        ("attempt_id", pa.string()), ("node", pa.string()), ("rank", pa.int32()), ("source", pa.string()),
+        ("uri", pa.string()), ("line", pa.int64()), ("ts", pa.timestamp("us")), ("ts_quality", pa.string()),
+        ("raw", pa.string()),
+    ]
+)
+CANDIDATE_COLUMNS = ["attempt_id", "source", "file_index", "uri", "line", "node", "rank", "local_rank", "ts", "ts_quality", "msg", "raw"]
+REPORT_SCHEMA = pa.schema(
+    [
+        ("attempt_id", pa.string()), ("connector", pa.string()), ("source", pa.string()), ("uri", pa.string()),
+        ("status", pa.string()), ("rows", pa.int64()), ("reason", pa.string()), ("fingerprint", pa.string()),
+        ("lines_malformed", pa.int64()), ("lines_binary", pa.int64()), ("lines_truncated", pa.int64()),
+    ]
+)
+# A file whose first batch is mostly NUL-bearing or undecodable lines is binary, not a log.
+_BINARY_SHARE = 0.3
+
+
+@dataclass
+class LandingResult:
+    attempt_id: str
+    log_rows: int = 0
+    event_rows: int = 0
+    metric_rows: int = 0
+    reports: list[dict] = field(default_factory=list)
+
+
+def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], settings: Landing = Landing()) -> LandingResult:
+    result = LandingResult(ctx.attempt_id)
+    files, missing = resolve_logs(ctx)
+    for m in missing:
+        result.reports.append(_report(ctx, "local_files", m.source, m.pattern, "missing", 0, m.reason))
+    triggers = trigger_literals(patterns)
+    candidates: list[pl.DataFrame] = []
+
+    def log_batches():
+        for index, log_file in enumerate(files):
+            yield from _land_file(ctx, index, log_file, triggers, candidates, settings, result)
+
+    result.log_rows = lake.write("logs", ctx.day, ctx.attempt_key, log_batches(), LOGS_SCHEMA)
+    events = _events(ctx, candidates, patterns)
+    result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, events.to_arrow(), events_arrow_schema())
+    metrics = _land_metrics(ctx, result)
+    result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
+    lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx), CONTEXT_SCHEMA)
+    lake.write("inputs", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, REPORT_SCHEMA), REPORT_SCHEMA)
+    return result
+
+
+def _land_file(ctx, index: int, log_file: LogFile, triggers, candidates, settings: Landing, result: LandingResult):
+    stats = LineStats()
+    rows = 0
+    clock = FileClock(boot_time=dict(ctx.boot_times).get(log_file.node))
+    status, reason = "ok", None
+    try:
+        for n, (chunk, first_line, cut_bytes) in enumerate(read_batches(log_file.uri, settings.batch_bytes, settings.max_line_bytes)):
+            lines, batch_stats = split_lines(chunk, first_line, settings.max_line_bytes)
+            batch_stats.truncated += bool(cut_bytes) and not batch_stats.truncated
+            stats.add(batch_stats)
+            if n == 0 and batch_stats.lines and (batch_stats.binary + batch_stats.malformed) / batch_stats.lines > _BINARY_SHARE:
+                status, reason = "skipped", "binary content, not a text log"
+                break
+            frame, clock = _normalize(ctx, index, log_file, lines, clock)
+            if frame.height == 0:
+                continue
+            rows += frame.height
+            candidates.append(frame.filter(pl.col("msg").str.contains_any(triggers)).select(CANDIDATE_COLUMNS))
+            yield from frame.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches()
+    except (OSError, EOFError, ValueError) as e:  # unreadable or corrupt (e.g. a truncated .gz): report, keep going
+        status, reason = "error", f"{type(e).__name__}: {e}"
+        log.warning("cannot read %s: %s", log_file.uri, reason)
+    if status == "ok" and rows == 0:
+        status, reason = "empty", "no lines"
+    notes = [f"{k} lines {v}" for k, v in (("malformed", stats.malformed), ("binary", stats.binary), ("truncated", stats.truncated)) if v]
+    if notes and status == "ok":
+        reason = "; ".join(notes)
+    result.reports.append(
+        _report(ctx, "local_files", log_file.source, log_file.uri, status, rows, reason, _safe_fingerprint(log_file.uri), stats)
+    )
+
+
+def _normalize(ctx: AttemptContext, index: int, log_file: LogFile, lines: pl.DataFrame, clock: FileClock):
+    window_end = ctx.end or ctx.start
+    lf = strip_decorations(lines.lazy())
+    lf = parse_timestamps(
+        lf, tz=ctx.timezone, window_start=ctx.start.astimezone(timezone.utc).replace(tzinfo=None),
+        window_end=window_end.astimezone(timezone.utc).replace(tzinfo=None),
+    )
+    lf = place_lines(
+        lf, nodes=ctx.nodes, rank_map=ctx.rank_map(), file_node=log_file.node, file_rank=log_file.rank, label_mode=log_file.label
+    )
+    frame = lf.with_columns(
+        attempt_id=pl.lit(ctx.attempt_id), source=pl.lit(log_file.source), uri=pl.lit(log_file.uri),
+        file_index=pl.lit(index, pl.Int32),
+    ).collect()
+    return anchor_file_clock(frame, clock)
+
+
+def _events(ctx: AttemptContext, candidates: list[pl.DataFrame], patterns: list[Pattern]) -> pl.DataFrame:
+    if candidates:
+        lines = pl.concat(candidates, how="vertical_relaxed").lazy()
+    else:
+        lines = pl.LazyFrame(schema={c: EVENT_SCHEMA.get(c, pl.Int32 if c == "file_index" else pl.String) for c in CANDIDATE_COLUMNS})
+        lines = lines.with_columns(msg=pl.lit(None, pl.String))
+    events = extract_events(lines, patterns)
+    events = resolve_peers(events, ctx.nodes, ctx.addresses)
+    return events.sort("ts", "source", "uri", "line", "kind", nulls_last=True).collect()
+
+
+def events_arrow_schema() -> pa.Schema:
+    return pl.DataFrame(schema=EVENT_SCHEMA).to_arrow().schema
+
+
+def _land_metrics(ctx: AttemptContext, result: LandingResult) -> pa.Table:
+    uris, missing = resolve_paths(ctx, ctx.metrics)
+    for m in missing:
+        result.reports.append(_report(ctx, "metrics_csv", "metrics", m, "missing", 0, "no file matches"))
+    frames = []
+    for uri in uris:
+        frame, report = read_metrics(uri, ctx)
+        frames.append(frame)
+        result.reports.append(_report(ctx, "metrics_csv", "metrics", uri, report.status, frame.height, report.reason, _safe_fingerprint(uri)))
+    table = pl.concat(frames) if frames else pl.DataFrame(schema=METRICS_SCHEMA)
+    return table.with_columns(attempt_id=pl.lit(ctx.attempt_id)).select("attempt_id", *METRICS_SCHEMA).to_arrow()
+
+
+CONTEXT_SCHEMA = pa.schema(
+    [
+        ("attempt_id", pa.string()), ("cluster", pa.string()), ("workload_id", pa.string()), ("attempt", pa.int64()),
+        ("state", pa.string()), ("exit_code", pa.string()), ("start_ts", pa.timestamp("us")), ("end_ts", pa.timestamp("us")),
+        ("timezone", pa.string()), ("gpu_model", pa.string()), ("gpus_per_node", pa.int32()),
+        ("nodes", pa.list_(pa.string())), ("rank_map", pa.string()), ("spec_uri", pa.string()),
+    ]
+)
+
+
+def context_table(ctx: AttemptContext) -> pa.Table:
+    def utc(t):
+        return None if t is None else t.astimezone(timezone.utc).replace(tzinfo=None)
+
+    row = {
+        "attempt_id": ctx.attempt_id, "cluster": ctx.cluster, "workload_id": ctx.workload_id, "attempt": ctx.attempt,
+        "state": ctx.state, "exit_code": ctx.exit_code, "start_ts": utc(ctx.start), "end_ts": utc(ctx.end),
+        "timezone": ctx.timezone, "gpu_model": ctx.gpu_model, "gpus_per_node": ctx.gpus_per_node,
+        "nodes": list(ctx.nodes), "rank_map": json.dumps(ctx.rank_map()), "spec_uri": ctx.spec_uri,
+    }
+    return pa.Table.from_pylist([row], CONTEXT_SCHEMA)
+
+
+def _report(ctx, connector, source, uri, status, rows, reason, fp=None, stats: LineStats | None = None) -> dict:
+    stats = stats or LineStats()
+    return {
+        "attempt_id": ctx.attempt_id, "connector": connector, "source": source, "uri": uri, "status": status,
+        "rows": rows, "reason": reason, "fingerprint": fp, "lines_malformed": stats.malformed,
+        "lines_binary": stats.binary, "lines_truncated": stats.truncated,
+    }
+
+
+def _safe_fingerprint(uri: str) -> str | None:
+    try:
+        return fingerprint(uri)
+    except OSError:
+        return None

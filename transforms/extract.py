@@ -1,0 +1,575 @@
+"""Line-pattern event extraction (DESIGN.md §3).
+
+Patterns live in ``transforms/patterns/*.yaml`` (one YAML list per family). Each entry::
+
+    - kind: xid                  # event kind (required)
+      group: xid                 # optional, default = kind; within a group only the FIRST pattern
+                                 # (load order) that matches a line yields an event
+      trigger: ["NVRM: Xid"]     # literal strings (required); only lines containing one are tested
+      regex: 'NVRM: Xid \\(...'   # Rust regex (polars); named groups
+      sources: [syslog]          # optional restriction on the line's source
+      set: {severity: fatal}     # optional constants (schema columns or fields.<key> / other keys -> fields)
+
+Named groups:
+
+* a group named like a capturable schema column (``code``, ``gpu``, ``pid``, ``exit_code``, …) fills that
+  column (integers are parsed, ``0x`` hex accepted; failures become null);
+* ``busid`` (NCCL ``busId 61000``) fills ``gpu``;
+* ``<name>__<suffix>`` (e.g. ``gpu__1``, ``gpu__2``) lets several alternatives of one regex fill the same target:
+  the first non-null wins (Rust regex forbids duplicate group names);
+* every other group goes into ``fields`` (JSON object, keys sorted, values strings, nulls dropped).
+
+Constants from ``set`` apply where the regex left the column null. Empty captures count as null.
+
+Execution is columnar: one Aho–Corasick prefilter (``str.contains_any``) over the whole ``msg`` column selects the
+candidate lines, then each pattern filters the candidates by its own triggers, runs ``str.extract_groups`` and is
+projected into :data:`EVENT_SCHEMA`; the per-pattern frames and the multi-line assemblers' frames
+(``transforms/multiline.py``) are concatenated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import polars as pl
+import yaml
+
+__all__ = [
+    "EVENT_SCHEMA",
+    "LINE_SCHEMA",
+    "Pattern",
+    "PatternError",
+    "load_patterns",
+    "trigger_literals",
+    "extract_events",
+    "events_from_text",
+    "empty_events",
+    "conform_events",
+    "PATTERNS_DIR",
+]
+
+PATTERNS_DIR = Path(__file__).resolve().parent / "patterns"
+
+EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "attempt_id": pl.String(),
+    "event_id": pl.String(),
+    "kind": pl.String(),
+    "code": pl.Int64(),
+    "code_text": pl.String(),
+    "severity": pl.String(),
+    "node": pl.String(),
+    "rank": pl.Int32(),
+    "local_rank": pl.Int32(),
+    "gpu": pl.String(),
+    "ts": pl.Datetime("us"),
+    "ts_quality": pl.String(),
+    "message": pl.String(),
+    "peer_addr": pl.String(),
+    "peer_node": pl.String(),
+    "device": pl.String(),
+    "port": pl.Int32(),
+    "link": pl.Int32(),
+    "pg": pl.String(),
+    "seq": pl.Int64(),
+    "op_type": pl.String(),
+    "numel_in": pl.Int64(),
+    "numel_out": pl.Int64(),
+    "timeout_ms": pl.Int64(),
+    "ran_for_ms": pl.Int64(),
+    "last_enqueued": pl.Int64(),
+    "last_completed": pl.Int64(),
+    "exit_code": pl.Int32(),
+    "signal": pl.Int32(),
+    "pid": pl.Int64(),
+    "iteration": pl.Int64(),
+    "fields": pl.String(),
+    "source": pl.String(),
+    "uri": pl.String(),
+    "line": pl.Int64(),
+    "locator": pl.String(),
+    "raw": pl.String(),
+}
+
+#: columns of the line frame extract_events reads
+LINE_SCHEMA: dict[str, pl.DataType] = {
+    "attempt_id": pl.String(),
+    "source": pl.String(),
+    "file_index": pl.Int32(),
+    "uri": pl.String(),
+    "line": pl.Int64(),
+    "node": pl.String(),
+    "rank": pl.Int32(),
+    "local_rank": pl.Int32(),
+    "ts": pl.Datetime("us"),
+    "ts_quality": pl.String(),
+    "msg": pl.String(),
+    "raw": pl.String(),
+}
+
+#: schema columns that a named group (or a `set` constant) may fill
+CAPTURABLE: frozenset[str] = frozenset(EVENT_SCHEMA) - {
+    "attempt_id",
+    "event_id",
+    "kind",
+    "ts",
+    "ts_quality",
+    "message",
+    "fields",
+    "source",
+    "uri",
+    "line",
+    "locator",
+    "raw",
+}
+#: group names that may not be used at all (they would silently shadow line data)
+RESERVED_GROUPS: frozenset[str] = frozenset(EVENT_SCHEMA) - CAPTURABLE
+
+RAW_MAX = 4096
+
+_INT_TYPES = (pl.Int64, pl.Int32)
+_GROUP_NAME_RE = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
+_SUFFIX_RE = re.compile(r"^(.*?)__\w+$")
+_PATTERN_KEYS = {"kind", "group", "trigger", "triggers", "regex", "sources", "set"}
+
+
+class PatternError(ValueError):
+    """A pattern file entry is malformed."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    kind: str
+    group: str
+    triggers: tuple[str, ...]
+    regex: str
+    sources: tuple[str, ...] | None = None
+    constants: dict = field(default_factory=dict, hash=False)
+    origin: str = field(default="", compare=False, hash=False)
+
+    @property
+    def group_names(self) -> list[str]:
+        return _GROUP_NAME_RE.findall(self.regex)
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def _target(name: str) -> str:
+    """Column (or fields key) a group/constant name feeds."""
+    m = _SUFFIX_RE.match(name)
+    base = m.group(1) if m else name
+    if base == "busid":
+        return "gpu"
+    return base
+
+
+def _check_regex(regex: str, where: str) -> None:
+    try:
+        s = pl.Series("m", ["", "x"], dtype=pl.String)
+        s.str.contains(regex)
+        if _GROUP_NAME_RE.search(regex):
+            s.str.extract_groups(regex)
+    except Exception as exc:  # polars raises ComputeError for a bad regex
+        raise PatternError(f"{where}: invalid regex: {exc}") from exc
+
+
+def _parse_entry(entry: Any, where: str) -> Pattern:
+    if not isinstance(entry, dict):
+        raise PatternError(f"{where}: pattern must be a mapping, got {type(entry).__name__}")
+    unknown = set(entry) - _PATTERN_KEYS
+    if unknown:
+        raise PatternError(f"{where}: unknown key(s) {sorted(unknown)}")
+    kind = entry.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise PatternError(f"{where}: 'kind' is required")
+    regex = entry.get("regex")
+    if not isinstance(regex, str) or not regex:
+        raise PatternError(f"{where}: 'regex' is required")
+    trig = entry.get("trigger", entry.get("triggers"))
+    if isinstance(trig, str):
+        trig = [trig]
+    if not trig or not all(isinstance(t, str) and t for t in trig):
+        raise PatternError(f"{where}: 'trigger' must be a non-empty list of non-empty strings")
+    sources = entry.get("sources")
+    if sources is not None:
+        if isinstance(sources, str):
+            sources = [sources]
+        sources = tuple(str(s) for s in sources)
+    consts = entry.get("set") or {}
+    if not isinstance(consts, dict):
+        raise PatternError(f"{where}: 'set' must be a mapping")
+    flat: dict[str, Any] = {}
+    for k, v in consts.items():
+        if k == "fields" and isinstance(v, dict):
+            for fk, fv in v.items():
+                flat[f"fields.{fk}"] = fv
+        elif k in RESERVED_GROUPS:
+            raise PatternError(f"{where}: 'set' may not set {k!r}")
+        else:
+            flat[str(k)] = v
+    for g in _GROUP_NAME_RE.findall(regex):
+        if _target(g) in RESERVED_GROUPS:
+            raise PatternError(f"{where}: group name {g!r} is reserved (line data)")
+    _check_regex(regex, where)
+    group = entry.get("group") or kind
+    return Pattern(
+        kind=kind,
+        group=str(group),
+        triggers=tuple(trig),
+        regex=regex,
+        sources=sources,
+        constants=flat,
+        origin=where,
+    )
+
+
+def load_pattern_file(path: Path) -> list[Pattern]:
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise PatternError(f"{path}: a pattern file is a YAML list")
+    return [_parse_entry(e, f"{Path(path).name}[{i}]") for i, e in enumerate(data)]
+
+
+def load_patterns(extra_dirs: Sequence[Path] = ()) -> list[Pattern]:
+    """All ``transforms/patterns/*.yaml`` (sorted by file name), then ``*.yaml`` of each extra dir."""
+    out: list[Pattern] = []
+    for d in (PATTERNS_DIR, *map(Path, extra_dirs)):
+        if not d.is_dir():
+            continue
+        for p in sorted(d.glob("*.yaml"), key=lambda p: p.name):
+            out.extend(load_pattern_file(p))
+    return out
+
+
+def trigger_literals(patterns: Sequence[Pattern]) -> list[str]:
+    """The distinct trigger strings of all patterns (sorted)."""
+    return sorted({t for p in patterns for t in p.triggers})
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def empty_events() -> pl.DataFrame:
+    return pl.DataFrame(schema=EVENT_SCHEMA)
+
+
+def conform_events(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Select/cast a frame into EVENT_SCHEMA (missing columns become null)."""
+    names = lf.collect_schema().names()
+    return lf.select(
+        [
+            (pl.col(c) if c in names else pl.lit(None)).cast(t, strict=False).alias(c)
+            for c, t in EVENT_SCHEMA.items()
+        ]
+    )
+
+
+def _parse_int(e: pl.Expr) -> pl.Expr:
+    s = e.str.strip_chars()
+    hexv = s.str.strip_prefix("0x").str.strip_prefix("0X")
+    return (
+        pl.when(s.str.starts_with("0x") | s.str.starts_with("0X"))
+        .then(hexv.str.to_integer(base=16, strict=False))
+        .otherwise(s.str.to_integer(base=10, strict=False))
+    )
+
+
+_BDF_RE = r"^(?:(?P<d>[0-9a-fA-F]{1,8}):)?(?P<b>[0-9a-fA-F]{2}):(?P<v>[0-9a-fA-F]{2})(?:\.(?P<f>[0-7]))?$"
+
+
+def normalize_gpu(e: pl.Expr, busid: pl.Expr | None = None) -> pl.Expr:
+    """`0000:61:00`, `0000:61:00.0`, `00000000:61:00.0` -> `0000:61:00`; NCCL busId `61000` -> `0000:61:00`."""
+    g = e.str.strip_chars().str.extract_groups(_BDF_RE)
+    dom = g.struct.field("d").fill_null("0").str.zfill(4).str.slice(-4, 4)
+    bdf = pl.concat_str([dom, g.struct.field("b"), g.struct.field("v")], separator=":").str.to_lowercase()
+    if busid is None:
+        return bdf
+    b = busid.str.strip_chars().str.strip_prefix("0x")
+    b = pl.when(b.str.contains(r"^[0-9a-fA-F]{1,13}$")).then(b.str.zfill(9))
+    from_bus = pl.concat_str(
+        [b.str.slice(-9, 4), b.str.slice(-5, 2), b.str.slice(-3, 2)], separator=":"
+    ).str.to_lowercase()
+    return pl.coalesce(bdf, from_bus)
+
+
+def normalize_device(e: pl.Expr) -> pl.Expr:
+    """A PCI BDF device keeps its function but gets a 4-digit lower-case domain; names are kept as printed."""
+    g = e.str.extract_groups(_BDF_RE)
+    dom = g.struct.field("d").fill_null("0").str.zfill(4).str.slice(-4, 4)
+    bdf = pl.concat_str(
+        [
+            pl.concat_str([dom, g.struct.field("b"), g.struct.field("v")], separator=":"),
+            pl.concat_str([pl.lit("."), g.struct.field("f")]),
+        ],
+        ignore_nulls=True,
+    ).str.to_lowercase()
+    return pl.when(e.str.contains(_BDF_RE)).then(bdf).otherwise(e)
+
+
+def normalize_severity(e: pl.Expr) -> pl.Expr:
+    s = e.str.strip_chars().str.to_lowercase()
+    return (
+        pl.when(s.str.contains(r"non[- _]?fatal"))
+        .then(pl.lit("nonfatal"))
+        .when(s.str.contains("fatal"))
+        .then(pl.lit("fatal"))
+        .when(s.str.contains(r"^correct"))
+        .then(pl.lit("correctable"))
+        .when(s.is_in(["err", "error", "e"]))
+        .then(pl.lit("error"))
+        .when(s.is_in(["warn", "warning", "w"]))
+        .then(pl.lit("warning"))
+        .when(s.is_in(["information", "informational", "i", "notice"]))
+        .then(pl.lit("info"))
+        .otherwise(s)
+    )
+
+
+def _json_member(key: str, value: pl.Expr) -> pl.Expr:
+    # struct.json_encode gives {"key":"value"}; drop the braces to keep one member
+    return pl.when(value.is_not_null()).then(
+        pl.struct(value.alias(key)).struct.json_encode().str.slice(1).str.head(-1)
+    )
+
+
+def _fields_json(members: dict[str, pl.Expr]) -> pl.Expr:
+    if not members:
+        return pl.lit("{}")
+    parts = [_json_member(k, members[k]) for k in sorted(members)]
+    body = pl.concat_str(parts, separator=",", ignore_nulls=True)
+    return pl.concat_str([pl.lit("{"), body.fill_null(""), pl.lit("}")])
+
+
+def _const_lit(value: Any, dtype: pl.DataType) -> pl.Expr:
+    if value is None:
+        return pl.lit(None, dtype=dtype)
+    if isinstance(dtype, _INT_TYPES):
+        return pl.lit(int(value), dtype=dtype)
+    return pl.lit(str(value), dtype=pl.String)
+
+
+def _pattern_events(cand: pl.LazyFrame, pat: Pattern, prio: int, earlier: list[Pattern]) -> pl.LazyFrame:
+    msg = pl.col("msg")
+    cond = msg.str.contains_any(list(pat.triggers))
+    if pat.sources is not None:
+        cond = cond & pl.col("source").is_in(list(pat.sources))
+    cond = cond & msg.str.contains(pat.regex)
+    for q in earlier:  # group first-match semantics
+        qc = msg.str.contains_any(list(q.triggers)) & msg.str.contains(q.regex)
+        if q.sources is not None:
+            qc = qc & pl.col("source").is_in(list(q.sources))
+        cond = cond & ~qc.fill_null(False)
+    lf = cand.filter(cond.fill_null(False))
+
+    groups = pat.group_names
+    if groups:
+        lf = lf.with_columns(msg.str.extract_groups(pat.regex).alias("__g"))
+
+    def grp(name: str) -> pl.Expr:
+        e = pl.col("__g").struct.field(name)
+        return pl.when(e.str.len_chars() > 0).then(e)
+
+    by_target: dict[str, list[str]] = {}
+    for g in groups:
+        by_target.setdefault(_target(g), []).append(g)
+
+    cols: dict[str, pl.Expr] = {}
+    field_members: dict[str, pl.Expr] = {}
+    for tgt, names in by_target.items():
+        if tgt == "gpu":
+            plain = [grp(n) for n in names if not n.startswith("busid")]
+            bus = [grp(n) for n in names if n.startswith("busid")]
+            pe = pl.coalesce(plain) if plain else pl.lit(None, dtype=pl.String)
+            be = pl.coalesce(bus) if bus else None
+            cols["gpu"] = normalize_gpu(pe, be)
+            continue
+        e = pl.coalesce([grp(n) for n in names]) if len(names) > 1 else grp(names[0])
+        if tgt in CAPTURABLE:
+            dtype = EVENT_SCHEMA[tgt]
+            cols[tgt] = _parse_int(e).cast(dtype, strict=False) if isinstance(dtype, _INT_TYPES) else e
+        else:
+            field_members[tgt] = e
+
+    for k, v in pat.constants.items():
+        if k.startswith("fields."):
+            k2 = k[len("fields."):]
+            lit = pl.lit(None, dtype=pl.String) if v is None else pl.lit(str(v))
+            field_members[k2] = pl.coalesce(field_members[k2], lit) if k2 in field_members else lit
+        elif k in CAPTURABLE:
+            lit = _const_lit(v, EVENT_SCHEMA[k])
+            cols[k] = pl.coalesce(cols[k], lit) if k in cols else lit
+        else:
+            lit = pl.lit(None, dtype=pl.String) if v is None else pl.lit(str(v))
+            field_members[k] = pl.coalesce(field_members[k], lit) if k in field_members else lit
+
+    exprs: list[pl.Expr] = []
+    for c, dtype in EVENT_SCHEMA.items():
+        if c == "kind":
+            e = pl.lit(pat.kind)
+        elif c == "event_id":
+            e = pl.concat_str(
+                [pl.col("source"), pl.col("file_index"), pl.col("line"), pl.lit(pat.kind)],
+                separator=":",
+                ignore_nulls=False,
+            )
+        elif c == "message":
+            e = pl.col("msg")
+        elif c == "raw":
+            e = pl.col("raw").str.slice(0, RAW_MAX)
+        elif c == "fields":
+            e = _fields_json(field_members)
+        elif c in ("node", "rank", "local_rank"):
+            e = pl.coalesce(cols[c], pl.col(c)) if c in cols else pl.col(c)
+        elif c in ("attempt_id", "ts", "ts_quality", "source", "uri", "line"):
+            e = pl.col(c)
+        elif c == "locator":
+            e = pl.lit(None, dtype=pl.String)
+        elif c in cols:
+            e = cols[c]
+        else:
+            e = pl.lit(None)
+        exprs.append(e.cast(dtype, strict=False).alias(c))
+    exprs += [pl.col("file_index").cast(pl.Int32).alias("__fi"), pl.lit(prio, dtype=pl.Int32).alias("__prio")]
+    return lf.select(exprs)
+
+
+def _postprocess(lf: pl.LazyFrame) -> pl.LazyFrame:
+    return lf.with_columns(
+        pl.when(pl.col("signal").is_null() & (pl.col("exit_code") < 0))
+        .then(-pl.col("exit_code"))
+        .otherwise(pl.col("signal"))
+        .cast(pl.Int32)
+        .alias("signal"),
+        normalize_severity(pl.col("severity")).alias("severity"),
+        normalize_device(pl.col("device")).alias("device"),
+    )
+
+
+def _multiline() -> tuple[list[Callable[[pl.LazyFrame], pl.LazyFrame]], list[str]]:
+    """ASSEMBLERS and MULTILINE_TRIGGERS of transforms/multiline.py (absent module -> none)."""
+    import importlib
+
+    name = f"{__package__ or 'firstfault.transforms'}.multiline"
+    try:
+        multiline = importlib.import_module(name)
+    except ModuleNotFoundError as exc:  # tolerated only while multiline.py does not exist yet
+        if exc.name == name:
+            return [], []
+        raise
+    return list(getattr(multiline, "ASSEMBLERS", [])), list(getattr(multiline, "MULTILINE_TRIGGERS", []))
+
+
+# --------------------------------------------------------------------------------------------- extraction
+
+
+def extract_events(
+    lines: pl.LazyFrame,
+    patterns: Sequence[Pattern],
+    *,
+    assemblers: Sequence[Callable[[pl.LazyFrame], pl.LazyFrame]] | None = None,
+    multiline_triggers: Sequence[str] | None = None,
+) -> pl.LazyFrame:
+    """Events (EVENT_SCHEMA, ordered by attempt, source, file, line, pattern order) of a line frame.
+
+    ``assemblers``/``multiline_triggers`` default to ``transforms/multiline.py``'s ``ASSEMBLERS`` and
+    ``MULTILINE_TRIGGERS``; pass ``[]`` to run the single-line patterns only.
+    """
+    if assemblers is None or multiline_triggers is None:
+        ml_asm, ml_trig = _multiline()
+        assemblers = ml_asm if assemblers is None else assemblers
+        multiline_triggers = ml_trig if multiline_triggers is None else multiline_triggers
+    assemblers = list(assemblers)
+    triggers = sorted(set(trigger_literals(patterns)) | set(multiline_triggers or []))
+    if not triggers or (not patterns and not assemblers):
+        return empty_events().lazy()
+
+    names = lines.collect_schema().names()
+    missing = [c for c in LINE_SCHEMA if c not in names]
+    lines = lines.with_columns([pl.lit(None).cast(LINE_SCHEMA[c]).alias(c) for c in missing]) if missing else lines
+    # ONE Aho–Corasick pass over the whole column; cache so every pattern reuses the candidates
+    cand = (
+        lines.select([pl.col(c).cast(t, strict=False) for c, t in LINE_SCHEMA.items()])
+        .filter(pl.col("msg").str.contains_any(triggers).fill_null(False))
+        .cache()
+    )
+
+    parts: list[pl.LazyFrame] = []
+    seen_in_group: dict[str, list[Pattern]] = {}
+    for i, pat in enumerate(patterns):
+        earlier = seen_in_group.setdefault(pat.group, [])
+        parts.append(_pattern_events(cand, pat, i, list(earlier)))
+        earlier.append(pat)
+    n = len(patterns)
+    for j, asm in enumerate(assemblers):
+        out = conform_events(asm(cand)).with_columns(
+            pl.lit(None, dtype=pl.Int32).alias("__fi"), pl.lit(n + j, dtype=pl.Int32).alias("__prio")
+        )
+        # recover file_index for ordering from the event_id (source:file_index:line:kind)
+        out = out.with_columns(
+            pl.col("event_id").str.extract(r":(\d+):\d+:[^:]*$", 1).cast(pl.Int32, strict=False).alias("__fi")
+        )
+        parts.append(out)
+
+    ev = pl.concat(parts, how="vertical")
+    ev = _postprocess(ev)
+    ev = ev.sort(["attempt_id", "source", "__fi", "line", "__prio"], nulls_last=True, maintain_order=True)
+    ev = ev.unique(subset=["attempt_id", "event_id"], keep="first", maintain_order=True)
+    return ev.select(list(EVENT_SCHEMA))
+
+
+# --------------------------------------------------------------------------------------------- test helper
+
+_DEFAULT_PATTERNS: list[Pattern] | None = None
+
+
+def _default_patterns() -> list[Pattern]:
+    global _DEFAULT_PATTERNS
+    if _DEFAULT_PATTERNS is None:
+        _DEFAULT_PATTERNS = load_patterns()
+    return _DEFAULT_PATTERNS
+
+
+def lines_frame(
+    lines: Sequence[str],
+    source: str = "applog",
+    *,
+    node: str | None = None,
+    attempt_id: str = "test/t/0",
+    uri: str = "mem://test",
+) -> pl.DataFrame:
+    """A minimal line frame: msg = raw, line = 1..n."""
+    n = len(lines)
+    return pl.DataFrame(
+        {
+            "attempt_id": [attempt_id] * n,
+            "source": [source] * n,
+            "file_index": [0] * n,
+            "uri": [uri] * n,
+            "line": list(range(1, n + 1)),
+            "node": [node] * n,
+            "rank": [None] * n,
+            "local_rank": [None] * n,
+            "ts": [None] * n,
+            "ts_quality": ["none"] * n,
+            "msg": list(lines),
+            "raw": list(lines),
+        },
+        schema=LINE_SCHEMA,
+    )
+
+
+def events_from_text(
+    lines: Sequence[str],
+    source: str = "applog",
+    *,
+    patterns: Sequence[Pattern] | None = None,
+    node: str | None = None,
+) -> pl.DataFrame:
+    """Run extract_events (+ multi-line assemblers) over literal lines; for tests and the line catalog."""
+    pats = _default_patterns() if patterns is None else list(patterns)
+    return extract_events(lines_frame(lines, source, node=node).lazy(), pats).collect()

@@ -1,0 +1,87 @@
+"""Split a chunk of raw bytes into a frame of lines without a per-line Python loop.
+
+Newlines are found with numpy over the whole buffer and the lines become an Arrow string array that points into
+the same buffer, so a chunk is copied about once. Mis-encoded bytes are replaced (U+FFFD) and counted, lines with
+NUL bytes (binary data) are dropped and counted, over-long lines are truncated and counted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+REPLACEMENT = "\ufffd".encode()
+# Past this many bad sequences a chunk is treated as binary junk and repaired in one go.
+_MAX_PATCHES = 4096
+
+
+@dataclass
+class LineStats:
+    lines: int = 0
+    malformed: int = 0  # lines whose bytes were not valid UTF-8
+    binary: int = 0  # lines with NUL bytes, dropped
+    truncated: int = 0  # lines cut to max_line_bytes
+
+    def add(self, other: "LineStats") -> None:
+        self.lines += other.lines
+        self.malformed += other.malformed
+        self.binary += other.binary
+        self.truncated += other.truncated
+
+
+def repair_utf8(data: bytes) -> tuple[bytes, int]:
+    """Return valid UTF-8 and the number of replaced sequences; cheap when the input is already valid."""
+    try:
+        data.decode("utf-8")
+        return data, 0
+    except UnicodeDecodeError as first:
+        error = first
+    parts, pos, patches = [], 0, 0
+    while error is not None:
+        start = pos + error.start
+        parts.append(data[pos:start])
+        parts.append(REPLACEMENT)
+        pos = pos + error.end
+        patches += 1
+        if patches > _MAX_PATCHES:
+            rest = data[pos:].decode("utf-8", "replace").encode("utf-8")
+            return b"".join(parts) + rest, patches + rest.count(REPLACEMENT)
+        try:
+            data[pos:].decode("utf-8")
+            error = None
+        except UnicodeDecodeError as e:
+            error = e
+    parts.append(data[pos:])
+    return b"".join(parts), patches
+
+
+def split_lines(chunk: bytes, first_line: int, max_line_chars: int) -> tuple[pl.DataFrame, LineStats]:
+    """Frame with `line` (Int64, 1-based physical line number) and `raw` (String, no line terminator)."""
+    stats = LineStats()
+    if not chunk:
+        return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.String}), stats
+    buf, patches = repair_utf8(chunk)
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    newlines = np.flatnonzero(arr == 10)
+    ends = newlines if buf.endswith(b"\n") else np.append(newlines, len(buf))
+    offsets = np.empty(len(ends) + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:] = ends + 1
+    offsets[-1] = min(offsets[-1], len(buf))
+    strings = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(buf))
+    raw = pl.from_arrow(strings).str.strip_chars_end("\r\n")
+    frame = pl.DataFrame({"line": pl.int_range(first_line, first_line + len(ends), dtype=pl.Int64, eager=True), "raw": raw})
+    stats.lines = len(ends)
+    if patches:
+        stats.malformed = int(frame["raw"].str.contains(REPLACEMENT.decode(), literal=True).sum())
+    if b"\x00" in buf:
+        has_nul = frame["raw"].str.contains("\x00", literal=True)
+        stats.binary = int(has_nul.sum())
+        frame = frame.filter(~has_nul)
+    too_long = frame["raw"].str.len_bytes() > max_line_chars
+    stats.truncated = int(too_long.sum())
+    if stats.truncated:
+        frame = frame.with_columns(pl.col("raw").str.slice(0, max_line_chars))
+    return frame, stats
