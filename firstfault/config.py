@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from firstfault.errors import BadInput
@@ -79,3 +79,13 @@ def _section(path: str, name: str, cls, value):
             raise BadInput(path, f"{name}.{key}", f"must be {want.__name__}")
         kwargs[key] = v
     return cls(**kwargs)
+
+
+def resolve_config(path: str | None, *, lake_root: str | None = None, warehouse_path: str | None = None) -> Config:
+    """The config file with command-line overrides applied."""
+    config = load_config(path)
+    if lake_root:
+        config = replace(config, lake=LakeSettings(root=lake_root))
+    if warehouse_path:
+        config = replace(config, warehouse=WarehouseSettings(path=warehouse_path))
+    return config

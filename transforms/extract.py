@@ -17,7 +17,13 @@ Named groups:
 * ``busid`` (NCCL ``busId 61000``) fills ``gpu``;
 * ``<name>__<suffix>`` (e.g. ``gpu__1``, ``gpu__2``) lets several alternatives of one regex fill the same target:
   the first non-null wins (Rust regex forbids duplicate group names);
-* every other group goes into ``fields`` (JSON object, keys sorted, values strings, nulls dropped).
+* every other group goes into ``fields`` (JSON object, keys sorted, values strings, nulls dropped); fields named
+  ``pci``, ``source_id`` or ``*_pci`` are PCI addresses and normalised like ``device``.
+
+Post-processing: ``gpu`` -> ``dddd:bb:dd`` lower case; ``device`` that looks like a BDF -> ``dddd:bb:dd.f`` lower
+case; ``severity`` lower-cased onto ``fatal|nonfatal|correctable|error|warning|info``; ``signal`` = −exit_code for
+negative exit codes; ``node``/``rank``/``local_rank`` from the line unless captured; ``message`` = msg; ``raw``
+truncated to 4096 chars; ``event_id`` = ``source:file_index:line:kind`` (the first event per id is kept).
 
 Constants from ``set`` apply where the regex left the column null. Empty captures count as null.
 
@@ -353,22 +359,22 @@ def _const_lit(value: Any, dtype: pl.DataType) -> pl.Expr:
     return pl.lit(str(value), dtype=pl.String)
 
 
-def _pattern_events(cand: pl.LazyFrame, pat: Pattern, prio: int, earlier: list[Pattern]) -> pl.LazyFrame:
-    msg = pl.col("msg")
-    cond = msg.str.contains_any(list(pat.triggers))
-    if pat.sources is not None:
-        cond = cond & pl.col("source").is_in(list(pat.sources))
-    cond = cond & msg.str.contains(pat.regex)
-    for q in earlier:  # group first-match semantics
-        qc = msg.str.contains_any(list(q.triggers)) & msg.str.contains(q.regex)
-        if q.sources is not None:
-            qc = qc & pl.col("source").is_in(list(q.sources))
-        cond = cond & ~qc.fill_null(False)
-    lf = cand.filter(cond.fill_null(False))
+#: fields holding a PCI address, normalised like `device` (4-digit lower-case domain, function kept)
+_PCI_FIELDS = frozenset({"pci", "source_id"})
 
+_LINE_PASS = ("attempt_id", "source", "uri", "line", "ts", "ts_quality")
+
+
+def _source_ok(pat: Pattern) -> pl.Expr:
+    return pl.lit(True) if pat.sources is None else pl.col("source").is_in(list(pat.sources))
+
+
+def _pattern_narrow(rows: pl.DataFrame, pat: Pattern, prio: int) -> pl.DataFrame:
+    """Captures of one pattern on the rows it owns: ``__row``, ``__prio``, ``kind``, ``c_<col>``, ``__gpu``,
+    ``__busid``, ``fields``. Column naming keeps the line's own node/rank apart from captured ones."""
     groups = pat.group_names
     if groups:
-        lf = lf.with_columns(msg.str.extract_groups(pat.regex).alias("__g"))
+        rows = rows.with_columns(pl.col("msg").str.extract_groups(pat.regex).alias("__g"))
 
     def grp(name: str) -> pl.Expr:
         e = pl.col("__g").struct.field(name)
@@ -384,58 +390,135 @@ def _pattern_events(cand: pl.LazyFrame, pat: Pattern, prio: int, earlier: list[P
         if tgt == "gpu":
             plain = [grp(n) for n in names if not n.startswith("busid")]
             bus = [grp(n) for n in names if n.startswith("busid")]
-            pe = pl.coalesce(plain) if plain else pl.lit(None, dtype=pl.String)
-            be = pl.coalesce(bus) if bus else None
-            cols["gpu"] = normalize_gpu(pe, be)
+            if plain:
+                cols["__gpu"] = pl.coalesce(plain) if len(plain) > 1 else plain[0]
+            if bus:
+                cols["__busid"] = pl.coalesce(bus) if len(bus) > 1 else bus[0]
             continue
         e = pl.coalesce([grp(n) for n in names]) if len(names) > 1 else grp(names[0])
         if tgt in CAPTURABLE:
             dtype = EVENT_SCHEMA[tgt]
-            cols[tgt] = _parse_int(e).cast(dtype, strict=False) if isinstance(dtype, _INT_TYPES) else e
+            cols[f"c_{tgt}"] = (
+                _parse_int(e).cast(dtype, strict=False) if isinstance(dtype, _INT_TYPES) else e.cast(pl.String)
+            )
+        elif tgt in _PCI_FIELDS or tgt.endswith("_pci"):
+            field_members[tgt] = normalize_device(e)
         else:
             field_members[tgt] = e
 
     for k, v in pat.constants.items():
-        if k.startswith("fields."):
-            k2 = k[len("fields."):]
+        if k.startswith("fields.") or k not in CAPTURABLE:
+            k2 = k[len("fields."):] if k.startswith("fields.") else k
             lit = pl.lit(None, dtype=pl.String) if v is None else pl.lit(str(v))
             field_members[k2] = pl.coalesce(field_members[k2], lit) if k2 in field_members else lit
-        elif k in CAPTURABLE:
-            lit = _const_lit(v, EVENT_SCHEMA[k])
-            cols[k] = pl.coalesce(cols[k], lit) if k in cols else lit
+        elif k == "gpu":
+            lit = pl.lit(None if v is None else str(v), dtype=pl.String)
+            cols["__gpu"] = pl.coalesce(cols["__gpu"], lit) if "__gpu" in cols else lit
         else:
-            lit = pl.lit(None, dtype=pl.String) if v is None else pl.lit(str(v))
-            field_members[k] = pl.coalesce(field_members[k], lit) if k in field_members else lit
+            dtype = EVENT_SCHEMA[k]
+            lit = _const_lit(v, dtype).cast(dtype if isinstance(dtype, _INT_TYPES) else pl.String)
+            cols[f"c_{k}"] = pl.coalesce(cols[f"c_{k}"], lit) if f"c_{k}" in cols else lit
 
-    exprs: list[pl.Expr] = []
-    for c, dtype in EVENT_SCHEMA.items():
-        if c == "kind":
-            e = pl.lit(pat.kind)
-        elif c == "event_id":
-            e = pl.concat_str(
-                [pl.col("source"), pl.col("file_index"), pl.col("line"), pl.lit(pat.kind)],
-                separator=":",
-                ignore_nulls=False,
+    return rows.select(
+        pl.col("__row"),
+        pl.lit(prio, dtype=pl.Int32).alias("__prio"),
+        pl.lit(pat.kind, dtype=pl.String).alias("kind"),
+        *[e.alias(c) for c, e in cols.items()],
+        _fields_json(field_members).alias("fields"),
+    )
+
+
+def _extract_df(
+    cand: pl.DataFrame,
+    patterns: Sequence[Pattern],
+    assemblers: Sequence[Callable[[pl.LazyFrame], pl.LazyFrame]],
+) -> pl.DataFrame:
+    """Eager core over the (few) candidate lines."""
+    cand = cand.with_row_index("__row")
+    parts: list[pl.DataFrame] = []
+
+    # patterns grouped in order of first appearance; within a group the first matching pattern wins
+    groups: dict[str, list[tuple[int, Pattern]]] = {}
+    for i, pat in enumerate(patterns):
+        groups.setdefault(pat.group, []).append((i, pat))
+
+    msg = pl.col("msg")
+    for members in groups.values():
+        union = sorted({t for _, p in members for t in p.triggers})
+        g = cand.filter(msg.str.contains_any(union).fill_null(False))
+        if g.height == 0:
+            continue
+        taken: pl.Series | None = None
+        for i, pat in members:
+            sub = g.filter((msg.str.contains_any(list(pat.triggers)) & _source_ok(pat)).fill_null(False))
+            if sub.height == 0:
+                continue
+            # the regex only runs on the rows that hold one of this pattern's triggers
+            sub = sub.filter(msg.str.contains(pat.regex).fill_null(False))
+            if taken is not None and sub.height:
+                sub = sub.filter(~pl.col("__row").is_in(taken.implode()))
+            if sub.height == 0:
+                continue
+            parts.append(_pattern_narrow(sub, pat, i))
+            taken = sub["__row"] if taken is None else pl.concat([taken, sub["__row"]])
+
+    n = len(patterns)
+    cap = pl.DataFrame()
+    if parts:
+        cap = pl.concat(parts, how="diagonal_relaxed")
+    line_cols = ["__row", "file_index", "node", "rank", "local_rank", "msg", "raw", *_LINE_PASS]
+    if cap.height:
+        have = set(cap.columns)
+
+        def c(name: str) -> pl.Expr:
+            return pl.col(name) if name in have else pl.lit(None)
+
+        ev = cap.join(cand.select(line_cols), on="__row", how="left")
+        exprs = []
+        for col, dtype in EVENT_SCHEMA.items():
+            if col == "kind":
+                e = pl.col("kind")
+            elif col == "event_id":
+                e = pl.concat_str([pl.col("source"), pl.col("file_index"), pl.col("line"), pl.col("kind")], separator=":")
+            elif col == "message":
+                e = pl.col("msg")
+            elif col == "raw":
+                e = pl.col("raw").str.slice(0, RAW_MAX)
+            elif col == "fields":
+                e = pl.col("fields")
+            elif col in ("node", "rank", "local_rank"):
+                e = pl.coalesce(c(f"c_{col}").cast(dtype, strict=False), pl.col(col))
+            elif col in _LINE_PASS:
+                e = pl.col(col)
+            elif col == "gpu":
+                bus = pl.col("__busid").cast(pl.String) if "__busid" in have else None
+                e = normalize_gpu(c("__gpu").cast(pl.String), bus)
+            elif col == "locator":
+                e = pl.lit(None, dtype=pl.String)
+            else:
+                e = c(f"c_{col}")
+            exprs.append(e.cast(dtype, strict=False).alias(col))
+        exprs += [pl.col("file_index").cast(pl.Int32).alias("__fi"), pl.col("__prio")]
+        single = ev.select(exprs)
+    else:
+        single = None
+
+    frames = [] if single is None else [single]
+    for j, asm in enumerate(assemblers):
+        out = conform_events(asm(cand.drop("__row").lazy())).collect()
+        if out.height:
+            out = out.with_columns(
+                pl.col("event_id").str.extract(r":(-?\d+):-?\d+:[^:]*$", 1).cast(pl.Int32, strict=False).alias("__fi"),
+                pl.lit(n + j, dtype=pl.Int32).alias("__prio"),
             )
-        elif c == "message":
-            e = pl.col("msg")
-        elif c == "raw":
-            e = pl.col("raw").str.slice(0, RAW_MAX)
-        elif c == "fields":
-            e = _fields_json(field_members)
-        elif c in ("node", "rank", "local_rank"):
-            e = pl.coalesce(cols[c], pl.col(c)) if c in cols else pl.col(c)
-        elif c in ("attempt_id", "ts", "ts_quality", "source", "uri", "line"):
-            e = pl.col(c)
-        elif c == "locator":
-            e = pl.lit(None, dtype=pl.String)
-        elif c in cols:
-            e = cols[c]
-        else:
-            e = pl.lit(None)
-        exprs.append(e.cast(dtype, strict=False).alias(c))
-    exprs += [pl.col("file_index").cast(pl.Int32).alias("__fi"), pl.lit(prio, dtype=pl.Int32).alias("__prio")]
-    return lf.select(exprs)
+            frames.append(out)
+    if not frames:
+        return empty_events()
+    ev = pl.concat(frames, how="vertical_relaxed")
+    ev = _postprocess(ev.lazy()).collect()
+    ev = ev.sort(["attempt_id", "source", "__fi", "line", "__prio"], nulls_last=True, maintain_order=True)
+    ev = ev.unique(subset=["attempt_id", "event_id"], keep="first", maintain_order=True)
+    return ev.select([pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()])
 
 
 def _postprocess(lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -478,12 +561,18 @@ def extract_events(
 
     ``assemblers``/``multiline_triggers`` default to ``transforms/multiline.py``'s ``ASSEMBLERS`` and
     ``MULTILINE_TRIGGERS``; pass ``[]`` to run the single-line patterns only.
+
+    Plan: one vectorised Aho–Corasick prefilter (``str.contains_any`` over every trigger) over the whole ``msg``
+    column, then one whole-frame step over the candidate lines (a handful per thousand in real logs): per pattern
+    group a trigger filter, the group's regexes on the rows holding their triggers, ``str.extract_groups`` and a
+    projection into EVENT_SCHEMA. No per-line Python.
     """
     if assemblers is None or multiline_triggers is None:
         ml_asm, ml_trig = _multiline()
         assemblers = ml_asm if assemblers is None else assemblers
         multiline_triggers = ml_trig if multiline_triggers is None else multiline_triggers
     assemblers = list(assemblers)
+    patterns = list(patterns)
     triggers = sorted(set(trigger_literals(patterns)) | set(multiline_triggers or []))
     if not triggers or (not patterns and not assemblers):
         return empty_events().lazy()
@@ -491,35 +580,14 @@ def extract_events(
     names = lines.collect_schema().names()
     missing = [c for c in LINE_SCHEMA if c not in names]
     lines = lines.with_columns([pl.lit(None).cast(LINE_SCHEMA[c]).alias(c) for c in missing]) if missing else lines
-    # ONE Aho–Corasick pass over the whole column; cache so every pattern reuses the candidates
-    cand = (
-        lines.select([pl.col(c).cast(t, strict=False) for c, t in LINE_SCHEMA.items()])
-        .filter(pl.col("msg").str.contains_any(triggers).fill_null(False))
-        .cache()
+    cand = lines.select([pl.col(c).cast(t, strict=False) for c, t in LINE_SCHEMA.items()]).filter(
+        pl.col("msg").str.contains_any(triggers).fill_null(False)
     )
-
-    parts: list[pl.LazyFrame] = []
-    seen_in_group: dict[str, list[Pattern]] = {}
-    for i, pat in enumerate(patterns):
-        earlier = seen_in_group.setdefault(pat.group, [])
-        parts.append(_pattern_events(cand, pat, i, list(earlier)))
-        earlier.append(pat)
-    n = len(patterns)
-    for j, asm in enumerate(assemblers):
-        out = conform_events(asm(cand)).with_columns(
-            pl.lit(None, dtype=pl.Int32).alias("__fi"), pl.lit(n + j, dtype=pl.Int32).alias("__prio")
-        )
-        # recover file_index for ordering from the event_id (source:file_index:line:kind)
-        out = out.with_columns(
-            pl.col("event_id").str.extract(r":(\d+):\d+:[^:]*$", 1).cast(pl.Int32, strict=False).alias("__fi")
-        )
-        parts.append(out)
-
-    ev = pl.concat(parts, how="vertical")
-    ev = _postprocess(ev)
-    ev = ev.sort(["attempt_id", "source", "__fi", "line", "__prio"], nulls_last=True, maintain_order=True)
-    ev = ev.unique(subset=["attempt_id", "event_id"], keep="first", maintain_order=True)
-    return ev.select(list(EVENT_SCHEMA))
+    return cand.map_batches(
+        lambda df: _extract_df(df, patterns, assemblers),
+        schema=EVENT_SCHEMA,
+        streamable=False,
+    )
 
 
 # --------------------------------------------------------------------------------------------- test helper

@@ -1,0 +1,159 @@
+"""`firstfault` command line (CONTRACTS §1). Exit 0 on success whatever the verdict, 2 on bad input, 1 otherwise."""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+import time
+
+from firstfault.errors import BadInput
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except BadInput as e:
+        print(f"firstfault: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # an internal error: one line, the traceback only on request
+        if os.environ.get("FIRSTFAULT_DEBUG"):
+            raise
+        print(f"firstfault: internal error: {type(e).__name__}: {e} (set FIRSTFAULT_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="firstfault", description="Why did this training attempt fail?")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="build the embedded sample lake and attribute every attempt in it")
+    demo.add_argument("--dir", default="firstfault-demo", help="where the sample, lake and warehouse go")
+    demo.add_argument("--json", action="store_true", help="print the verdicts as JSON lines")
+    demo.set_defaults(handler=_demo)
+
+    attribute = sub.add_parser("attribute", help="attribute one workload attempt")
+    attribute.add_argument("--static", required=True, metavar="ATTEMPT.yaml", help="static execution context")
+    attribute.add_argument("--json", action="store_true", help="print the verdict object")
+    attribute.add_argument("--warehouse", help="DuckDB file (default from the config: ./firstfault.duckdb)")
+    attribute.add_argument("--lake", help="lake root URL (default from the config: ./lake)")
+    attribute.add_argument("--config", help="firstfault.toml")
+    attribute.add_argument("--prefect", choices=("auto", "always", "never"), default="auto",
+                           help="run as a Prefect flow: auto = when PREFECT_API_URL is set")
+    attribute.set_defaults(handler=_attribute)
+
+    sql = sub.add_parser("sql", help="read-only SQL over the warehouse")
+    sql.add_argument("query")
+    sql.add_argument("--warehouse", help="DuckDB file (default from the config)")
+    sql.add_argument("--config", help="firstfault.toml")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.set_defaults(handler=_sql)
+    return parser
+
+
+def _attribute(args) -> int:
+    from firstfault.config import resolve_config
+    from firstfault.connectors.static_context import load_static_context
+
+    config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
+    ctx = load_static_context(args.static)
+    use_prefect = args.prefect == "always" or (args.prefect == "auto" and os.environ.get("PREFECT_API_URL"))
+    if use_prefect:
+        from firstfault.flows.attempt import attribute_attempt
+
+        attribute_attempt([args.static], args.config, config.lake.root, config.warehouse.path)
+    else:
+        from firstfault.pipeline import run_static
+
+        run_static([ctx], config)
+    _print_verdicts(config.warehouse.path, [ctx.attempt_id], as_json=args.json, single=True)
+    return 0
+
+
+def _demo(args) -> int:
+    from firstfault.demo import run_demo
+
+    warehouse, attempt_ids = run_demo(args.dir)
+    _print_verdicts(warehouse, attempt_ids, as_json=args.json, single=False)
+    if not args.json:
+        print(f"\nwarehouse: {warehouse}\ntry: firstfault sql --warehouse {warehouse} \"SELECT attempt_id, verdict, domain, subdomain FROM attributions\"")
+    return 0
+
+
+def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, single: bool) -> None:
+    from firstfault.verdict import load_verdicts, render
+    from firstfault.warehouse.store import connect_reader
+
+    con = connect_reader(warehouse)
+    try:
+        verdicts = load_verdicts(con, attempt_ids)
+    finally:
+        con.close()
+    if as_json:
+        if single:
+            print(json.dumps(verdicts[0], indent=2, default=str))
+        else:
+            for v in verdicts:
+                print(json.dumps(v, default=str))
+    else:
+        print(render(verdicts))
+
+
+def _sql(args) -> int:
+    import duckdb
+
+    from firstfault.config import resolve_config
+    from firstfault.warehouse.store import connect_reader
+
+    config = resolve_config(args.config, warehouse_path=args.warehouse)
+    try:
+        con = connect_reader(config.warehouse.path)
+    except FileNotFoundError:
+        raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
+    started = time.monotonic()
+    try:
+        cursor = con.execute(args.query)
+        names = [d[0] for d in cursor.description] if cursor.description else []
+        rows = cursor.fetchall() if names else []
+    except duckdb.Error as e:
+        raise BadInput("<query>", "sql", str(e).splitlines()[0]) from None
+    finally:
+        con.close()
+    print(_format(names, rows, args.format))
+    if args.format == "table":
+        print(f"({len(rows)} row{'s' if len(rows) != 1 else ''}, {time.monotonic() - started:.3f} s)", file=sys.stderr)
+    return 0
+
+
+def _format(names: list[str], rows: list[tuple], fmt: str) -> str:
+    if fmt == "json":
+        return "\n".join(json.dumps(dict(zip(names, r)), default=str) for r in rows)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(names)
+        writer.writerows([[json.dumps(v, default=str) if isinstance(v, (list, dict)) else v for v in r] for r in rows])
+        return buf.getvalue().rstrip("\n")
+    cells = [[_cell(v) for v in r] for r in rows]
+    widths = [min(60, max([len(n)] + [len(c[i]) for c in cells])) for i, n in enumerate(names)]
+    lines = [" | ".join(n.ljust(w) for n, w in zip(names, widths)), "-+-".join("-" * w for w in widths)]
+    lines += [" | ".join(c[:w].ljust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=str)
+    return str(v)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

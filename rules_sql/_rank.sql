@@ -1,0 +1,124 @@
+-- Ranks the rule hits of every attempt into causes and one verdict (docs/DESIGN.md §4). Runs after all rules;
+-- reads rule_hits, events, attempts, reports, params; writes the temp tables causes, verdict_rows, evidence_rows.
+
+-- A job-level hit (no culprit node) joins a node-level cause of the same domain/subdomain when there is one.
+CREATE OR REPLACE TEMP TABLE root_hits AS
+WITH roots AS (
+    SELECT h.*, e.source, e.kind, e.code
+    FROM rule_hits h
+    LEFT JOIN events e USING (attempt_id, event_id)
+    WHERE h.role = 'root'
+)
+SELECT r.*,
+       coalesce(r.culprit_node, min(r.culprit_node) OVER (PARTITION BY r.attempt_id, r.domain, r.subdomain), '') AS cause_node
+FROM roots r;
+
+-- Hardware and the scheduler can explain everything after them, the network can explain software and application
+-- failures, software can explain application failures: a cause is "late" only against causes that could explain it.
+CREATE OR REPLACE TEMP TABLE causes AS
+WITH grouped AS (
+    SELECT attempt_id, domain, subdomain, cause_node,
+           min(ts) AS ts,
+           max(strength) AS strength,
+           count(DISTINCT coalesce(source, 'scheduler')) AS sources,
+           count(DISTINCT rule_id) AS rules,
+           CASE domain WHEN 'hardware' THEN 0 WHEN 'infrastructure' THEN 0 WHEN 'network' THEN 1 WHEN 'software' THEN 2 ELSE 3 END AS explain_rank
+    FROM root_hits
+    GROUP BY ALL
+),
+representative AS (
+    SELECT * EXCLUDE (n) FROM (
+        SELECT attempt_id, domain, subdomain, cause_node, rule_id, event_id, culprit_rank, gpu, granularity, summary,
+               action, kind, code, ts AS rep_ts, culprit_node,
+               row_number() OVER (PARTITION BY attempt_id, domain, subdomain, cause_node
+                                  ORDER BY strength DESC, ts ASC NULLS LAST, event_id) AS n
+        FROM root_hits
+    ) WHERE n = 1
+),
+timed AS (
+    SELECT g.*,
+           (SELECT min(o.ts) FROM grouped o
+             WHERE o.attempt_id = g.attempt_id AND o.explain_rank <= g.explain_rank) AS t0
+    FROM grouped g
+)
+SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summary, r.action, r.kind, r.code, r.rep_ts,
+       least(1.0, t.strength + p.corroboration_bonus * (t.sources - 1 + t.rules - 1))
+         * CASE
+               WHEN t.ts IS NULL THEN p.late_penalty
+               WHEN t.ts <= t.t0 + to_microseconds(CAST(p.skew_tolerance_s * 1e6 AS BIGINT)) THEN 1.0
+               ELSE p.late_penalty
+           END AS score
+FROM timed t
+JOIN representative r USING (attempt_id, domain, subdomain, cause_node)
+CROSS JOIN params p;
+
+CREATE OR REPLACE TEMP TABLE ranked_causes AS
+SELECT c.*,
+       row_number() OVER (PARTITION BY attempt_id ORDER BY score DESC, ts ASC NULLS LAST, domain, subdomain, cause_node) AS position,
+       max(score) OVER (PARTITION BY attempt_id) AS best_score
+FROM causes c;
+
+CREATE OR REPLACE TEMP TABLE contenders AS
+SELECT r.*
+FROM ranked_causes r CROSS JOIN params p
+WHERE r.score >= r.best_score - p.ambiguity_margin;
+
+CREATE OR REPLACE TEMP TABLE outcome AS
+SELECT a.attempt_id,
+       w.attempt_id IS NOT NULL AS has_root,
+       coalesce((SELECT count(*) FROM contenders c WHERE c.attempt_id = a.attempt_id), 0) AS n_contenders,
+       (SELECT count(DISTINCT c.domain) FROM contenders c WHERE c.attempt_id = a.attempt_id) AS n_domains,
+       w.score AS best_score,
+       CASE
+           WHEN w.attempt_id IS NULL AND (a.state = 'COMPLETED' OR (a.state IS NULL AND a.exit_code IN ('0', '0:0'))) THEN 'not_failed'
+           WHEN a.state = 'COMPLETED' AND w.score < 0.8 THEN 'not_failed'
+           WHEN w.attempt_id IS NULL THEN 'unattributed'
+           WHEN (SELECT count(*) FROM contenders c WHERE c.attempt_id = a.attempt_id) > 1 THEN 'ambiguous'
+           ELSE 'attributed'
+       END AS verdict
+FROM attempts a
+LEFT JOIN (SELECT * FROM ranked_causes WHERE position = 1) w USING (attempt_id);
+
+-- The cause(s) the verdict stands on: the winner, or every contender of an ambiguous verdict.
+CREATE OR REPLACE TEMP TABLE chosen AS
+SELECT c.*
+FROM contenders c JOIN outcome o USING (attempt_id)
+WHERE o.verdict = 'attributed' AND c.position = 1 OR o.verdict = 'ambiguous';
+
+-- Symptoms: the earliest symptom of each kind on each node and rank.
+CREATE OR REPLACE TEMP TABLE symptom_rows AS
+SELECT * EXCLUDE (n) FROM (
+    SELECT h.attempt_id, h.event_id, e.kind, e.node, e.rank, h.ts, h.summary,
+           row_number() OVER (PARTITION BY h.attempt_id, e.kind, e.node, e.rank ORDER BY h.ts NULLS LAST, h.event_id) AS n
+    FROM rule_hits h JOIN events e USING (attempt_id, event_id)
+    WHERE h.role = 'symptom'
+) WHERE n = 1;
+
+-- Evidence: every root hit of the chosen cause(s), confirmations on their nodes, and the symptoms.
+CREATE OR REPLACE TEMP TABLE evidence_rows AS
+WITH chosen_hits AS (
+    SELECT h.attempt_id, h.event_id, h.rule_id,
+           CASE WHEN h.event_id = c.event_id THEN 'root_cause' ELSE 'corroboration' END AS role
+    FROM root_hits h
+    JOIN chosen c ON c.attempt_id = h.attempt_id AND c.domain = h.domain AND c.subdomain = h.subdomain AND c.cause_node = h.cause_node
+    WHERE h.event_id IS NOT NULL
+),
+confirmations AS (
+    SELECT h.attempt_id, h.event_id, h.rule_id, 'confirmation' AS role
+    FROM rule_hits h
+    JOIN chosen c ON c.attempt_id = h.attempt_id AND c.domain = h.domain AND c.cause_node = coalesce(h.culprit_node, '')
+    WHERE h.role = 'confirmation'
+),
+symptoms AS (
+    SELECT s.attempt_id, s.event_id, 'nccl_cascade' AS rule_id, 'symptom' AS role FROM symptom_rows s
+),
+everything AS (
+    SELECT * FROM chosen_hits UNION ALL SELECT * FROM confirmations UNION ALL SELECT * FROM symptoms
+)
+SELECT * EXCLUDE (n) FROM (
+    SELECT x.attempt_id, x.role, x.rule_id, x.event_id, e.kind, e.node, e.rank, e.source, e.uri, e.line, e.ts, e.raw AS text,
+           e.locator,
+           row_number() OVER (PARTITION BY x.attempt_id, x.event_id
+                              ORDER BY CASE x.role WHEN 'root_cause' THEN 0 WHEN 'corroboration' THEN 1 WHEN 'confirmation' THEN 2 ELSE 3 END) AS n
+    FROM everything x JOIN events e USING (attempt_id, event_id)
+) WHERE n = 1;

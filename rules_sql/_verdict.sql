@@ -1,0 +1,117 @@
+-- Builds one verdict row per attempt (CONTRACTS §3) from outcome, chosen, ranked_causes, symptom_rows,
+-- evidence_rows and reports. Nested objects are STRUCTs, lists are LISTs, timestamps inside them ISO 8601 strings.
+CREATE OR REPLACE TEMP MACRO iso(t) AS strftime(t, '%Y-%m-%dT%H:%M:%S.%gZ');
+
+CREATE OR REPLACE TEMP TABLE verdict_rows AS
+WITH winner AS (
+    SELECT * FROM ranked_causes WHERE position = 1
+),
+chosen_lists AS (
+    SELECT attempt_id,
+           list_sort(list(DISTINCT cause_node) FILTER (WHERE cause_node <> '')) AS culprit_nodes,
+           list_sort(list(DISTINCT culprit_rank) FILTER (WHERE culprit_rank IS NOT NULL)) AS culprit_ranks,
+           count(DISTINCT domain) AS domains,
+           min(domain) AS any_domain
+    FROM chosen GROUP BY attempt_id
+),
+candidate_lists AS (
+    SELECT attempt_id,
+           list(struct_pack(domain := domain, subdomain := subdomain,
+                            nodes := CASE WHEN cause_node = '' THEN []::VARCHAR[] ELSE [cause_node] END,
+                            score := round(score, 3), rule := rule_id) ORDER BY position) AS candidates
+    FROM ranked_causes WHERE position <= 10 GROUP BY attempt_id
+),
+symptom_lists AS (
+    SELECT attempt_id,
+           list(struct_pack(event := kind, node := node, rank := rank, ts := iso(ts), summary := summary)
+                ORDER BY ts NULLS LAST, node, rank, kind) AS symptoms,
+           list(DISTINCT node) FILTER (WHERE node IS NOT NULL) AS nodes
+    FROM symptom_rows GROUP BY attempt_id
+),
+evidence_lists AS (
+    SELECT attempt_id,
+           list(struct_pack(role := role, source := source, uri := uri, line := line, ts := iso(ts), text := text,
+                            locator := locator)
+                ORDER BY CASE role WHEN 'root_cause' THEN 0 WHEN 'corroboration' THEN 1 WHEN 'confirmation' THEN 2 ELSE 3 END,
+                         ts NULLS LAST, uri, line) AS evidence
+    FROM (
+        SELECT *, row_number() OVER (PARTITION BY attempt_id, role ORDER BY ts NULLS LAST, uri, line) AS n
+        FROM evidence_rows
+    ) WHERE n <= 50
+    GROUP BY attempt_id
+),
+report_lists AS (
+    SELECT attempt_id,
+           list(struct_pack(connector := connector, source := source, uri := uri, status := status, rows := rows, reason := reason)
+                ORDER BY connector, source, uri) AS connector_reports,
+           list_sort(list(DISTINCT source) FILTER (WHERE status = 'ok' AND rows > 0)) AS present,
+           list_sort(list(DISTINCT source) FILTER (WHERE status <> 'ok' OR rows = 0)) AS not_ok
+    FROM reports GROUP BY attempt_id
+),
+assembled AS (
+    SELECT a.attempt_id, a.workload_id, a.attempt, a.cluster, a.state, o.verdict, w.score AS best_score, w.sources AS best_sources,
+           w.strength AS best_strength, w.domain AS w_domain, w.subdomain AS w_subdomain, w.rule_id AS w_rule, w.kind AS w_kind,
+           w.code AS w_code, w.cause_node AS w_node, w.gpu AS w_gpu, w.culprit_rank AS w_rank, w.rep_ts AS w_ts,
+           w.summary AS w_summary, w.granularity AS w_granularity, w.action AS w_action,
+           cl.culprit_nodes, cl.culprit_ranks, cl.domains, cl.any_domain, ca.candidates, sl.symptoms, sl.nodes AS symptom_nodes,
+           ev.evidence, rp.connector_reports, coalesce(rp.present, []::VARCHAR[]) AS present,
+           list_filter(coalesce(rp.not_ok, []::VARCHAR[]), s -> NOT list_contains(coalesce(rp.present, []::VARCHAR[]), s)) AS missing,
+           a.nodes AS attempt_nodes
+    FROM attempts a
+    JOIN outcome o USING (attempt_id)
+    LEFT JOIN winner w USING (attempt_id)
+    LEFT JOIN chosen_lists cl USING (attempt_id)
+    LEFT JOIN candidate_lists ca USING (attempt_id)
+    LEFT JOIN symptom_lists sl USING (attempt_id)
+    LEFT JOIN evidence_lists ev USING (attempt_id)
+    LEFT JOIN report_lists rp USING (attempt_id)
+),
+graded AS (
+    SELECT *,
+        CASE
+            WHEN verdict = 'not_failed' THEN CASE WHEN best_score IS NULL THEN 'high' ELSE 'medium' END
+            WHEN verdict = 'unattributed' THEN 'low'
+            WHEN verdict = 'ambiguous' THEN 'low'
+            WHEN best_score >= 0.8 AND (best_sources >= 2 OR best_strength >= 0.9) AND len(missing) = 0 THEN 'high'
+            WHEN best_score >= 0.5 THEN 'medium'
+            ELSE 'low'
+        END AS confidence,
+        list_filter([
+            CASE verdict
+                WHEN 'attributed' THEN printf('root: %s (score %.2f, %d source(s))', w_summary, best_score, best_sources)
+                WHEN 'ambiguous' THEN printf('%d causes score within the ambiguity margin of %.2f', len(candidates), best_score)
+                WHEN 'unattributed' THEN 'no event that can start a failure was found in the attempt window'
+                ELSE CASE WHEN best_score IS NULL THEN 'the scheduler reports success and no failure evidence was found'
+                          ELSE 'the scheduler reports success; weak failure evidence was ignored' END
+            END,
+            CASE WHEN verdict = 'attributed' AND best_strength >= 0.9 THEN 'the root is a fatal hardware record' END,
+            CASE WHEN verdict = 'attributed' AND w_rule = 'scheduler_state' THEN 'only the scheduler state names the cause' END,
+            CASE WHEN len(missing) > 0 THEN 'sources missing or unusable: ' || array_to_string(missing, ', ') END,
+            CASE WHEN symptoms IS NOT NULL THEN printf('%d symptom(s) explained as cascade', len(symptoms)) END
+        ], r -> r IS NOT NULL) AS reasons
+    FROM assembled
+)
+SELECT
+    attempt_id, workload_id, attempt, cluster, state, verdict,
+    CASE verdict WHEN 'attributed' THEN w_domain WHEN 'ambiguous' THEN CASE WHEN domains = 1 THEN any_domain END END AS domain,
+    CASE verdict WHEN 'attributed' THEN w_subdomain WHEN 'ambiguous' THEN 'ambiguous' END AS subdomain,
+    CASE WHEN verdict = 'attributed' THEN
+        struct_pack(rule := w_rule, event := coalesce(w_kind, 'scheduler_state'), code := w_code, node := nullif(w_node, ''),
+                    gpu := w_gpu, rank := w_rank, ts := iso(w_ts), summary := w_summary)
+    END AS root_cause,
+    CASE WHEN verdict IN ('attributed', 'ambiguous') THEN coalesce(culprit_nodes, []::VARCHAR[]) ELSE []::VARCHAR[] END AS culprit_nodes,
+    list_sort(list_distinct(list_concat(
+        coalesce(list_filter(symptom_nodes, n -> list_contains(attempt_nodes, n)), []::VARCHAR[]),
+        CASE WHEN verdict IN ('attributed', 'ambiguous') THEN coalesce(culprit_nodes, []::VARCHAR[]) ELSE []::VARCHAR[] END))) AS affected_nodes,
+    coalesce(symptoms, []) AS symptoms,
+    coalesce(candidates, []) AS candidates,
+    coalesce(evidence, []) AS evidence,
+    struct_pack(confidence := confidence, reasons := reasons, sources_present := present, sources_missing := missing,
+                clock_skew_s := 0.0) AS quality,
+    coalesce(connector_reports, []) AS connector_reports,
+    CASE WHEN verdict IN ('attributed', 'ambiguous') THEN coalesce(culprit_ranks, []::INTEGER[]) ELSE []::INTEGER[] END AS culprit_ranks,
+    CASE verdict WHEN 'attributed' THEN w_granularity WHEN 'ambiguous' THEN 'group' ELSE 'job' END AS granularity,
+    CASE verdict WHEN 'attributed' THEN w_action WHEN 'not_failed' THEN 'none' ELSE 'investigate' END AS action,
+    (SELECT rules_version FROM params) AS rules_version,
+    '1' AS schema_version
+FROM graded;

@@ -1,0 +1,28 @@
+-- id: cuda_error
+-- detects: CUDA runtime errors raised by the application or reported by the NCCL watchdog, read by their text:
+--          ECC -> GPU memory, NVLink -> NVLink, no/busy device -> lost GPU, illegal address/assert -> application
+-- domain: application/cuda_error, hardware/gpu_memory, hardware/gpu_nvlink, hardware/gpu_lost
+-- inputs: events(kind in cuda_error, torch_watchdog_exception)
+WITH classified AS (
+    SELECT *,
+        CASE
+            WHEN code_text ILIKE '%ECC%' THEN 'hardware/gpu_memory'
+            WHEN code_text ILIKE '%NVLink%' THEN 'hardware/gpu_nvlink'
+            WHEN code_text ILIKE '%busy or unavailable%' OR code_text ILIKE '%no CUDA-capable device%' THEN 'hardware/gpu_lost'
+            ELSE 'application/cuda_error'
+        END AS cause
+    FROM events
+    WHERE (kind = 'cuda_error' AND code_text NOT ILIKE '%previous error during capture%')
+       OR (kind = 'torch_watchdog_exception' AND code_text ILIKE '%CUDA error%')
+)
+SELECT attempt_id, event_id, 'cuda_error' AS rule_id, 'root' AS role,
+       split_part(cause, '/', 1) AS domain, split_part(cause, '/', 2) AS subdomain,
+       node AS culprit_node, rank AS culprit_rank, gpu, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
+       CASE
+           WHEN cause <> 'application/cuda_error' THEN 0.6  -- the kernel record (Xid) is the stronger witness
+           WHEN code_text ILIKE '%unspecified launch failure%' OR code_text ILIKE '%unknown error%' THEN 0.5
+           ELSE 0.75
+       END AS strength, ts,
+       printf('CUDA error on %s%s: %s', coalesce(node, '?'), CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END, code_text) AS summary,
+       CASE WHEN cause LIKE 'hardware/%' THEN 'drain_node' ELSE 'stop' END AS action
+FROM classified

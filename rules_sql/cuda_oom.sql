@@ -1,0 +1,11 @@
+-- id: cuda_oom
+-- detects: CUDA out-of-memory in the caching allocator or CUDA/cuBLAS allocation failures
+-- domain: application/cuda_oom
+-- inputs: events(kind = cuda_oom)
+SELECT attempt_id, event_id, 'cuda_oom' AS rule_id, 'root' AS role, 'application' AS domain, 'cuda_oom' AS subdomain,
+       node AS culprit_node, rank AS culprit_rank, gpu, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
+       0.85 AS strength, ts,
+       printf('CUDA out of memory on %s%s', coalesce(node, '?'), CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END) AS summary,
+       'stop' AS action
+FROM events
+WHERE kind = 'cuda_oom'

@@ -1,0 +1,36 @@
+import polars as pl
+
+from firstfault.transforms.placement import place_lines
+
+NODES = ["node-01", "node-02", "node-03"]
+RANK_MAP = [(i * 8 + lr, n, lr) for i, n in enumerate(NODES) for lr in range(8)]
+
+
+def frame(**cols):
+    base = {"srun_label": [None], "rank_prefix": [None], "nccl_host": [None], "nccl_dev": [None], "syslog_host": [None]}
+    base.update({k: [v] for k, v in cols.items()})
+    return pl.DataFrame(base, schema={"srun_label": pl.Int32, "rank_prefix": pl.Int32, "nccl_host": pl.String, "nccl_dev": pl.Int32, "syslog_host": pl.String})
+
+
+def place(df, label_mode="rank", file_node=None, file_rank=None):
+    return place_lines(df.lazy(), nodes=NODES, rank_map=RANK_MAP, file_node=file_node, file_rank=file_rank, label_mode=label_mode).collect().row(0, named=True)
+
+
+def test_rank_prefix_gives_rank_and_node():
+    row = place(frame(rank_prefix=9))
+    assert (row["node"], row["rank"], row["local_rank"]) == ("node-02", 9, 1)
+
+
+def test_nccl_host_prefix_with_fqdn_and_device():
+    row = place(frame(nccl_host="node-03.cluster.example.com", nccl_dev=2))
+    assert (row["node"], row["rank"], row["local_rank"]) == ("node-03", 18, 2)
+
+
+def test_srun_label_as_node_index():
+    row = place(frame(srun_label=1), label_mode="node")
+    assert (row["node"], row["rank"]) == ("node-02", None)
+
+
+def test_file_node_wins_and_unknown_hosts_are_kept():
+    assert place(frame(syslog_host="other"), file_node="node-01")["node"] == "node-01"
+    assert place(frame(nccl_host="stranger"))["node"] == "stranger"

@@ -1,0 +1,76 @@
+-- The firstfault warehouse (CONTRACTS §4). One DuckDB file, one writer at a time; every load replaces the rows
+-- of the attempts it carries, so re-runs add nothing.
+
+CREATE TABLE IF NOT EXISTS attributions (
+    attempt_id        VARCHAR PRIMARY KEY,
+    workload_id       VARCHAR NOT NULL,
+    attempt           BIGINT NOT NULL,
+    cluster           VARCHAR NOT NULL,
+    state             VARCHAR,
+    verdict           VARCHAR NOT NULL,          -- attributed | ambiguous | unattributed | not_failed
+    domain            VARCHAR,
+    subdomain         VARCHAR,
+    root_cause        STRUCT(rule VARCHAR, event VARCHAR, code BIGINT, node VARCHAR, gpu VARCHAR, rank INTEGER, ts VARCHAR, summary VARCHAR),
+    culprit_nodes     VARCHAR[],
+    affected_nodes    VARCHAR[],
+    symptoms          STRUCT(event VARCHAR, node VARCHAR, rank INTEGER, ts VARCHAR, summary VARCHAR)[],
+    candidates        STRUCT(domain VARCHAR, subdomain VARCHAR, nodes VARCHAR[], score DOUBLE, rule VARCHAR)[],
+    evidence          STRUCT(role VARCHAR, source VARCHAR, uri VARCHAR, line BIGINT, ts VARCHAR, text VARCHAR, locator VARCHAR)[],
+    quality           STRUCT(confidence VARCHAR, reasons VARCHAR[], sources_present VARCHAR[], sources_missing VARCHAR[], clock_skew_s DOUBLE),
+    connector_reports STRUCT(connector VARCHAR, source VARCHAR, uri VARCHAR, status VARCHAR, rows BIGINT, reason VARCHAR)[],
+    culprit_ranks     INTEGER[],
+    granularity       VARCHAR,
+    action            VARCHAR,
+    rules_version     VARCHAR,
+    schema_version    VARCHAR,
+    day               VARCHAR,                   -- UTC date of the attempt's start
+    start_ts          TIMESTAMP,
+    end_ts            TIMESTAMP,
+    gpu_model         VARCHAR,
+    gpus_per_node     INTEGER,
+    nodes             VARCHAR[]
+);
+
+CREATE TABLE IF NOT EXISTS attribution_evidence (
+    attempt_id VARCHAR NOT NULL,
+    position   INTEGER NOT NULL,                  -- order inside the verdict's evidence list
+    role       VARCHAR NOT NULL,                  -- root_cause | corroboration | confirmation | symptom
+    rule_id    VARCHAR,
+    event_id   VARCHAR,
+    kind       VARCHAR,
+    node       VARCHAR,
+    rank       INTEGER,
+    source     VARCHAR,
+    uri        VARCHAR,
+    line       BIGINT,
+    ts         TIMESTAMP,
+    text       VARCHAR,
+    locator    VARCHAR,
+    PRIMARY KEY (attempt_id, position)
+);
+
+CREATE TABLE IF NOT EXISTS events (
+    attempt_id VARCHAR NOT NULL, event_id VARCHAR NOT NULL, kind VARCHAR NOT NULL, code BIGINT, code_text VARCHAR,
+    severity VARCHAR, node VARCHAR, rank INTEGER, local_rank INTEGER, gpu VARCHAR, ts TIMESTAMP, ts_quality VARCHAR,
+    message VARCHAR, peer_addr VARCHAR, peer_node VARCHAR, device VARCHAR, port INTEGER, link INTEGER, pg VARCHAR,
+    seq BIGINT, op_type VARCHAR, numel_in BIGINT, numel_out BIGINT, timeout_ms BIGINT, ran_for_ms BIGINT,
+    last_enqueued BIGINT, last_completed BIGINT, exit_code INTEGER, signal INTEGER, pid BIGINT, iteration BIGINT,
+    fields VARCHAR, source VARCHAR, uri VARCHAR, line BIGINT, locator VARCHAR, raw VARCHAR,
+    role VARCHAR,                                 -- the strongest role a rule gave it (root > confirmation > symptom > ignored)
+    PRIMARY KEY (attempt_id, event_id)
+);
+
+CREATE TABLE IF NOT EXISTS connector_reports (
+    attempt_id VARCHAR NOT NULL, connector VARCHAR NOT NULL, source VARCHAR, uri VARCHAR, status VARCHAR NOT NULL,
+    rows BIGINT, reason VARCHAR, fingerprint VARCHAR, lines_malformed BIGINT, lines_binary BIGINT, lines_truncated BIGINT
+);
+
+CREATE TABLE IF NOT EXISTS xid_catalog (
+    code BIGINT PRIMARY KEY, mnemonic VARCHAR, description VARCHAR, immediate_action VARCHAR,
+    investigatory_action VARCHAR, category VARCHAR, typical_domain VARCHAR, typical_subdomain VARCHAR, notes VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY, flow VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP, attempts BIGINT,
+    rules_version VARCHAR, lake_root VARCHAR
+);
