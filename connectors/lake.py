@@ -14,11 +14,11 @@ TABLES = ("logs", "events", "metrics", "context", "inputs")
 class Lake:
     def __init__(self, root: str, storage_options: dict | None = None):
         self.root = root.rstrip("/")
-        self.fs, _, (self._root_path,) = fsspec.get_fs_token_paths(self.root, storage_options=storage_options or {})
+        self.fs, self._root_path = fsspec.core.url_to_fs(self.root, **(storage_options or {}))
         self.is_local = self.fs.protocol in ("file", "local") or "file" in tuple(self.fs.protocol)
 
     def partition_path(self, table: str, day: str, key: str) -> str:
-        return posixpath.join(self._root_path, table, f"day={day}", f"attempt={key}")
+        return posixpath.join(self._root_path, table, f"day={day}", f"attempt_key={key}")
 
     def partition_url(self, table: str, day: str, key: str) -> str:
         return self.fs.unstrip_protocol(self.partition_path(table, day, key))

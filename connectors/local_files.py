@@ -55,9 +55,9 @@ def resolve_paths(ctx: AttemptContext, patterns: tuple[str, ...]) -> tuple[list[
 
 def _glob(base_uri: str, rel: str) -> list[str]:
     target = rel if "://" in rel or rel.startswith("/") else posixpath.join(base_uri, rel)
-    fs, _, paths = fsspec.get_fs_token_paths(target)
+    fs, path = fsspec.core.url_to_fs(target)
     try:
-        matches = fs.glob(paths[0]) if any(c in paths[0] for c in "*?[") else ([paths[0]] if fs.exists(paths[0]) else [])
+        matches = fs.glob(path) if any(c in path for c in "*?[") else ([path] if fs.exists(path) else [])
     except OSError:
         return []
     return [fs.unstrip_protocol(p) for p in matches if _is_file(fs, p)]
@@ -82,7 +82,7 @@ def _describe(uri: str, spec: LogSpec, node: str | None, nodes: tuple[str, ...])
 
 def fingerprint(uri: str) -> str:
     """Cheap identity of a file's content version (size + mtime/ETag), for incremental runs."""
-    fs, _, (path,) = fsspec.get_fs_token_paths(uri)
+    fs, path = fsspec.core.url_to_fs(uri)
     try:
         return str(fs.ukey(path))
     except (OSError, NotImplementedError, AttributeError):

@@ -171,6 +171,8 @@ def _time_limit() -> Scenario:
 
 def _python_exception() -> Scenario:
     s = Scenario("python-exception", ["app-01", "app-02"], T0 + timedelta(hours=6), T0 + timedelta(hours=6, minutes=3), "FAILED", "1:0")
+    s.nccl_init(s.start + timedelta(seconds=20))
+    s.iteration(s.start + timedelta(minutes=1), 10)
     at = s.start + timedelta(minutes=2, seconds=10)
     for text in ("Traceback (most recent call last):", '  File "/workspace/data.py", line 88, in __getitem__',
                  "    sample = json.loads(line)", "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)", "",

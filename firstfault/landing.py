@@ -23,6 +23,7 @@ from firstfault.connectors.static_context import AttemptContext
 from firstfault.transforms.decorations import strip_decorations
 from firstfault.transforms.extract import EVENT_SCHEMA, Pattern, extract_events, trigger_literals
 from firstfault.transforms.lines import LineStats, split_lines
+from firstfault.transforms.multiline import MULTILINE_TRIGGERS
 from firstfault.transforms.peers import resolve_peers
 from firstfault.transforms.placement import place_lines
 from firstfault.transforms.timestamps import FileClock, anchor_file_clock, parse_timestamps
@@ -62,7 +63,7 @@ def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], setti
     files, missing = resolve_logs(ctx)
     for m in missing:
         result.reports.append(_report(ctx, "local_files", m.source, m.pattern, "missing", 0, m.reason))
-    triggers = trigger_literals(patterns)
+    triggers = sorted(set(trigger_literals(patterns)) | set(MULTILINE_TRIGGERS))
     candidates: list[pl.DataFrame] = []
 
     def log_batches():

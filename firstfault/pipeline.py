@@ -73,8 +73,8 @@ def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequenc
         if not files:
             raise FileNotFoundError(f"nothing landed in {lake.root}/{table} for the requested attempts")
         listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * EXCLUDE (day, attempt) FROM read_parquet([{listed}], "
-                    "hive_partitioning = true, hive_types = {'day': VARCHAR, 'attempt': VARCHAR}, union_by_name = true)")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * EXCLUDE (day, attempt_key) FROM read_parquet([{listed}], "
+                    "hive_partitioning = true, hive_types = {'day': VARCHAR, 'attempt_key': VARCHAR}, union_by_name = true)")
     con.execute("CREATE OR REPLACE TEMP TABLE attempts AS SELECT *, strftime(start_ts, '%Y-%m-%d') AS day FROM attempts_raw")
 
 

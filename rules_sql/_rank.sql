@@ -44,6 +44,7 @@ timed AS (
 SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summary, r.action, r.kind, r.code, r.rep_ts,
        least(1.0, t.strength + p.corroboration_bonus * (t.sources - 1 + t.rules - 1))
          * CASE
+               WHEN t.ts IS NULL AND t.t0 IS NULL THEN 1.0  -- nothing timed to compare with
                WHEN t.ts IS NULL THEN p.late_penalty
                WHEN t.ts <= t.t0 + to_microseconds(CAST(p.skew_tolerance_s * 1e6 AS BIGINT)) THEN 1.0
                ELSE p.late_penalty

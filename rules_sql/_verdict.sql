@@ -55,7 +55,7 @@ assembled AS (
            w.summary AS w_summary, w.granularity AS w_granularity, w.action AS w_action,
            cl.culprit_nodes, cl.culprit_ranks, cl.domains, cl.any_domain, ca.candidates, sl.symptoms, sl.nodes AS symptom_nodes,
            ev.evidence, rp.connector_reports, coalesce(rp.present, []::VARCHAR[]) AS present,
-           list_filter(coalesce(rp.not_ok, []::VARCHAR[]), s -> NOT list_contains(coalesce(rp.present, []::VARCHAR[]), s)) AS missing,
+           list_filter(coalesce(rp.not_ok, []::VARCHAR[]), lambda s: NOT list_contains(coalesce(rp.present, []::VARCHAR[]), s)) AS missing,
            a.nodes AS attempt_nodes
     FROM attempts a
     JOIN outcome o USING (attempt_id)
@@ -88,7 +88,7 @@ graded AS (
             CASE WHEN verdict = 'attributed' AND w_rule = 'scheduler_state' THEN 'only the scheduler state names the cause' END,
             CASE WHEN len(missing) > 0 THEN 'sources missing or unusable: ' || array_to_string(missing, ', ') END,
             CASE WHEN symptoms IS NOT NULL THEN printf('%d symptom(s) explained as cascade', len(symptoms)) END
-        ], r -> r IS NOT NULL) AS reasons
+        ], lambda r: r IS NOT NULL) AS reasons
     FROM assembled
 )
 SELECT
@@ -101,7 +101,7 @@ SELECT
     END AS root_cause,
     CASE WHEN verdict IN ('attributed', 'ambiguous') THEN coalesce(culprit_nodes, []::VARCHAR[]) ELSE []::VARCHAR[] END AS culprit_nodes,
     list_sort(list_distinct(list_concat(
-        coalesce(list_filter(symptom_nodes, n -> list_contains(attempt_nodes, n)), []::VARCHAR[]),
+        coalesce(list_filter(symptom_nodes, lambda n: list_contains(attempt_nodes, n)), []::VARCHAR[]),
         CASE WHEN verdict IN ('attributed', 'ambiguous') THEN coalesce(culprit_nodes, []::VARCHAR[]) ELSE []::VARCHAR[] END))) AS affected_nodes,
     coalesce(symptoms, []) AS symptoms,
     coalesce(candidates, []) AS candidates,

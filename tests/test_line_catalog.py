@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 import yaml
 
@@ -90,6 +91,7 @@ def test_line_catalog(file: str, index: int, case: Any) -> None:
     where = f"{file}[{index}]"
     _check_case_shape(case, where)
     ev = events_from_text(case["lines"], case.get("source", "applog"), node=case.get("node"))
+    assert ev.schema == pl.Schema(EVENT_SCHEMA), f"{where}: output schema differs from EVENT_SCHEMA"
     rows = ev.to_dicts()
     summary = "\n".join(
         f"  {r['kind']} code={r['code']} code_text={r['code_text']} gpu={r['gpu']} fields={r['fields']}" for r in rows

@@ -27,10 +27,12 @@ truncated to 4096 chars; ``event_id`` = ``source:file_index:line:kind`` (the fir
 
 Constants from ``set`` apply where the regex left the column null. Empty captures count as null.
 
-Execution is columnar: one Aho–Corasick prefilter (``str.contains_any``) over the whole ``msg`` column selects the
-candidate lines, then each pattern filters the candidates by its own triggers, runs ``str.extract_groups`` and is
-projected into :data:`EVENT_SCHEMA`; the per-pattern frames and the multi-line assemblers' frames
-(``transforms/multiline.py``) are concatenated.
+Execution is columnar: one Aho–Corasick prefilter (``str.contains_any`` over every trigger, including
+``multiline.MULTILINE_TRIGGERS``) over the whole ``msg`` column selects the candidate lines (a handful per thousand in
+real logs). The candidates go, as ONE frame, through a ``map_batches`` node that works eagerly on that small frame:
+one ``select`` computes every pattern's trigger hits, then only patterns whose triggers occur run their regex (on
+their trigger rows only) and ``str.extract_groups``; the per-pattern captures are concatenated and projected into
+:data:`EVENT_SCHEMA` once, and the multi-line assemblers' outputs are appended. No per-line Python anywhere.
 """
 
 from __future__ import annotations
@@ -54,7 +56,13 @@ __all__ = [
     "events_from_text",
     "empty_events",
     "conform_events",
+    "lines_frame",
+    "load_pattern_file",
+    "normalize_gpu",
+    "normalize_device",
+    "normalize_severity",
     "PATTERNS_DIR",
+    "RAW_MAX",
 ]
 
 PATTERNS_DIR = Path(__file__).resolve().parent / "patterns"
@@ -365,10 +373,6 @@ _PCI_FIELDS = frozenset({"pci", "source_id"})
 _LINE_PASS = ("attempt_id", "source", "uri", "line", "ts", "ts_quality")
 
 
-def _source_ok(pat: Pattern) -> pl.Expr:
-    return pl.lit(True) if pat.sources is None else pl.col("source").is_in(list(pat.sources))
-
-
 def _pattern_narrow(rows: pl.DataFrame, pat: Pattern, prio: int) -> pl.DataFrame:
     """Captures of one pattern on the rows it owns: ``__row``, ``__prio``, ``kind``, ``c_<col>``, ``__gpu``,
     ``__busid``, ``fields``. Column naming keeps the line's own node/rank apart from captured ones."""
@@ -443,24 +447,38 @@ def _extract_df(
         groups.setdefault(pat.group, []).append((i, pat))
 
     msg = pl.col("msg")
+    # one pass over the candidates: which rows hold which pattern's triggers (trigger sets deduplicated)
+    tkeys: dict[tuple[str, ...], str] = {}
+    for pat in patterns:
+        tkeys.setdefault(tuple(sorted(set(pat.triggers))), f"__t{len(tkeys)}")
+    hits = cand.select(
+        pl.col("__row"),
+        pl.col("source"),
+        pl.col("msg"),
+        *[msg.str.contains_any(list(k)).fill_null(False).alias(name) for k, name in tkeys.items()],
+    )
+    counts = hits.select([pl.col(name).sum() for name in tkeys.values()]).row(0, named=True)
+
     for members in groups.values():
-        union = sorted({t for _, p in members for t in p.triggers})
-        g = cand.filter(msg.str.contains_any(union).fill_null(False))
-        if g.height == 0:
-            continue
         taken: pl.Series | None = None
         for i, pat in members:
-            sub = g.filter((msg.str.contains_any(list(pat.triggers)) & _source_ok(pat)).fill_null(False))
-            if sub.height == 0:
+            tcol = tkeys[tuple(sorted(set(pat.triggers)))]
+            if not counts[tcol]:
+                continue
+            cond = pl.col(tcol)
+            if pat.sources is not None:
+                cond = cond & pl.col("source").is_in(list(pat.sources)).fill_null(False)
+            if taken is not None:
+                cond = cond & ~pl.col("__row").is_in(taken.implode())
+            rows = hits.filter(cond).select("__row", "msg")
+            if rows.height == 0:
                 continue
             # the regex only runs on the rows that hold one of this pattern's triggers
-            sub = sub.filter(msg.str.contains(pat.regex).fill_null(False))
-            if taken is not None and sub.height:
-                sub = sub.filter(~pl.col("__row").is_in(taken.implode()))
-            if sub.height == 0:
+            rows = rows.filter(msg.str.contains(pat.regex).fill_null(False))
+            if rows.height == 0:
                 continue
-            parts.append(_pattern_narrow(sub, pat, i))
-            taken = sub["__row"] if taken is None else pl.concat([taken, sub["__row"]])
+            parts.append(_pattern_narrow(rows, pat, i))
+            taken = rows["__row"] if taken is None else pl.concat([taken, rows["__row"]])
 
     n = len(patterns)
     cap = pl.DataFrame()

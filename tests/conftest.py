@@ -1,0 +1,17 @@
+import os
+
+import pytest
+
+# Prefect must never reach for a server it was not given, nor write into the user's home.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_REGISTER_BLOCKS_ON_START", "false")
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory):
+    """The demo written once per session (not attributed)."""
+    from firstfault.demo import write_demo
+
+    root = tmp_path_factory.mktemp("demo")
+    write_demo(root)
+    return root

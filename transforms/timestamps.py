@@ -1,0 +1,253 @@
+"""Turn the stamp parts left by ``decorations.strip_decorations`` into UTC timestamps (DESIGN.md §2, ``ts_quality``).
+
+``parse_timestamps`` works on whole columns. Dates are computed with integer arithmetic (days since the epoch), so an
+impossible date (Feb 30, Feb 29 of a common year) becomes null instead of raising. When a line carries several wall
+clocks, the most complete one wins: a zoned ISO stamp, then a full local date, then a year-less stamp.
+``anchor_file_clock`` then runs per batch of one file, in line order: it turns monotonic seconds into wall time with
+the node's boot time and lets stamp-less lines inherit the previous stamp; only a small ``FileClock`` is carried from
+one batch to the next.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import polars as pl
+
+from firstfault.transforms.decorations import STAMP_COLUMNS
+
+_US_PER_SECOND = 1_000_000
+_US_PER_DAY = 86_400 * _US_PER_SECOND
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_DAYS_IN_MONTH = dict(enumerate((31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31), 1))
+_DAYS_BEFORE_MONTH = {m: sum(_DAYS_IN_MONTH[k] for k in range(1, m)) for m in _DAYS_IN_MONTH}
+_UTC_NAMES = {"UTC", "Etc/UTC", "Z", "GMT", "Etc/GMT", "UCT"}
+_FAR = 2**62  # distance of an impossible candidate date
+
+
+@dataclass(frozen=True)
+class _Form:
+    """Where one stamp form left its parts (column names of strip_decorations)."""
+
+    quality: str
+    time: str  # "HH:MM:SS"; set exactly when the form matched
+    date: str | None = None  # "YYYY-MM-DD"
+    year: str | None = None
+    month_name: str | None = None
+    day: str | None = None
+    month_day: str | None = None  # glog "MMDD", PyTorch "MDD"
+    frac: str | None = None  # digits after the decimal separator
+    offset: str | None = None  # "Z", "+0000", "+00:00"
+
+
+# Most complete first: it wins on a line that carries several clocks.
+_FORMS = (
+    _Form("exact", "_iso_time", date="_iso_date", frac="_iso_frac", offset="_iso_off"),  # journal, ISO dmesg, Talos
+    _Form("local", "_py_time", date="_py_date", frac="_py_frac"),  # Python logging, DeepSpeed, NCCL WARN
+    _Form("local", "_dt_time", year="_dt_year", month_name="_dt_mon", day="_dt_day"),  # dmesg -T
+    _Form("local", "_fm_time", year="_fm_year", month_name="_fm_mon", day="_fm_day"),  # Fabric Manager
+    _Form("local", "_sl_time", date="_sl_date"),  # Slurm
+    _Form("local", "_tr_time", date="_tr_date"),  # torchrun failure block
+    _Form("year_inferred", "_sy_time", month_name="_sy_mon", day="_sy_day", frac="_sy_frac"),  # syslog
+    _Form("year_inferred", "_gl_time", month_day="_gl_md", frac="_gl_frac"),  # glog
+)
+_PARTS = ("time", "date", "year", "month_name", "day", "month_day", "frac", "offset")
+_INTERNAL_COLUMNS = (
+    "_form", *(f"_w_{part}" for part in _PARTS),
+    "_year", "_month", "_day", "_time_us", "_offset_us", "_days_before_month", "_days_in_month",
+    "_dated", "_candidate_0", "_candidate_1", "_candidate_2", "_wall",
+)  # fmt: skip
+
+
+def _winning_form() -> pl.Expr:
+    return pl.coalesce(pl.when(pl.col(f.time).is_not_null()).then(pl.lit(i, pl.Int8)) for i, f in enumerate(_FORMS))
+
+
+def _part_of_winner(part: str) -> pl.Expr:
+    """The text of ``part`` in the winning form (null when that form has no such part)."""
+    form = pl.col("_form")
+    return pl.coalesce(
+        pl.when(form == i).then(pl.col(getattr(f, part))) for i, f in enumerate(_FORMS) if getattr(f, part)
+    )
+
+
+def _to_int(expr: pl.Expr) -> pl.Expr:
+    return expr.cast(pl.Int64, strict=False)
+
+
+def _numbers() -> dict[str, pl.Expr]:
+    date, month_day = pl.col("_w_date"), _to_int(pl.col("_w_month_day"))
+    offset = pl.col("_w_offset")
+    offset_minutes = _to_int(offset.str.slice(1, 2)) * 60 + _to_int(offset.str.slice(-2))
+    seconds = pl.col("_w_time").str.to_time("%H:%M:%S", strict=False).cast(pl.Int64) // 1000
+    # any fraction length (ms, µs, ns) becomes µs
+    fraction = _to_int(pl.col("_w_frac").str.pad_end(6, "0").str.slice(0, 6)).fill_null(0)
+    return {
+        "_year": pl.coalesce(_to_int(date.str.slice(0, 4)), _to_int(pl.col("_w_year"))),
+        "_month": pl.coalesce(
+            _to_int(date.str.slice(5, 2)),
+            pl.col("_w_month_name").replace_strict(_MONTHS, default=None, return_dtype=pl.Int64),
+            month_day // 100,  # PyTorch does not zero-pad the month (E321 = March 21); the day has 2 digits
+        ),
+        "_day": pl.coalesce(_to_int(date.str.slice(8, 2)), _to_int(pl.col("_w_day")), month_day % 100),
+        "_time_us": seconds + fraction,
+        "_offset_us": (
+            pl.when(offset == "Z").then(0)
+            .when(offset.str.starts_with("-")).then(-offset_minutes)
+            .otherwise(offset_minutes)
+            * 60 * _US_PER_SECOND
+        ),
+    }  # fmt: skip
+
+
+def _is_leap(year):
+    return (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+
+
+def _days_before_year(year):
+    """Days from 1970-01-01 to January 1 of ``year`` (an int or an expression; proleptic Gregorian, year >= 1601)."""
+    before = year - 1
+    return 365 * (year - 1970) + before // 4 - before // 100 + before // 400 - 477  # 477 leap days before 1970
+
+
+def _wall_us(year) -> pl.Expr:
+    """µs since the epoch of ``_month``/``_day``/``_time_us`` in ``year``; null when that date does not exist."""
+    leap, month, day = _is_leap(year), pl.col("_month"), pl.col("_day")
+    exists = (day >= 1) & (day <= pl.col("_days_in_month") + (leap & (month == 2)))
+    days = _days_before_year(year) + pl.col("_days_before_month") + (leap & (month > 2)) + day - 1
+    return pl.when(exists).then(days * _US_PER_DAY + pl.col("_time_us"))
+
+
+def _nearest_to_window(window_start: datetime, window_end: datetime) -> pl.Expr:
+    """The candidate year that puts a year-less stamp nearest the window (0 inside it); ties keep the window's year."""
+    start_us, end_us = _naive_us(window_start), _naive_us(window_end)
+    same, previous, following = (pl.col(f"_candidate_{i}") for i in range(3))
+    d_same, d_previous, d_following = (
+        ((start_us - c).clip(lower_bound=0) + (c - end_us).clip(lower_bound=0)).fill_null(_FAR)
+        for c in (same, previous, following)
+    )
+    return (
+        pl.when((d_same <= d_previous) & (d_same <= d_following)).then(same)
+        .when(d_previous <= d_following).then(previous)
+        .otherwise(following)
+    )  # fmt: skip
+
+
+def _naive_us(t: datetime) -> int:
+    return (t - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+
+
+def _local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
+    if tz in _UTC_NAMES:
+        return naive
+
+    def convert(expr: pl.Expr) -> pl.Expr:
+        return (
+            expr.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
+            .dt.convert_time_zone("UTC")
+            .dt.replace_time_zone(None)
+        )
+
+    # A wall time inside a DST gap does not exist; read it as if the clock had already moved forward.
+    return pl.coalesce(convert(naive), convert(naive + pl.duration(hours=1)))
+
+
+def _as_local_naive(t: datetime, tz: str) -> datetime:
+    """An attempt-window bound (naive = UTC, or aware) as naive wall time in ``tz``."""
+    aware = t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t
+    return aware.astimezone(ZoneInfo(tz)).replace(tzinfo=None)
+
+
+def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime, window_end: datetime) -> pl.LazyFrame:
+    """Add ``ts`` (UTC, naive µs), ``ts_quality`` and ``mono_s``; drop the stamp parts of ``strip_decorations``."""
+    local_start, local_end = _as_local_naive(window_start, tz), _as_local_naive(window_end, tz)
+    year = local_start.year
+    month = pl.col("_month")
+    form_quality = pl.col("_form").replace_strict(
+        {i: f.quality for i, f in enumerate(_FORMS)}, default=None, return_dtype=pl.String
+    )
+    wall = pl.col("_wall").cast(pl.Datetime("us"))
+    is_exact = pl.col("_form") == 0
+    mono_s = pl.coalesce(
+        pl.col("_mono").cast(pl.Float64, strict=False), _to_int(pl.col("_kmsg_us")) / _US_PER_SECOND
+    )
+    # Stages materialise values used several times: polars would compute a repeated expression again.
+    return (
+        lf.with_columns(_form=_winning_form())
+        .with_columns(**{f"_w_{part}": _part_of_winner(part) for part in _PARTS})
+        .with_columns(**_numbers())
+        .with_columns(
+            _days_before_month=month.replace_strict(_DAYS_BEFORE_MONTH, default=None, return_dtype=pl.Int64),
+            _days_in_month=month.replace_strict(_DAYS_IN_MONTH, default=None, return_dtype=pl.Int64),
+        )
+        .with_columns(
+            _dated=_wall_us(pl.col("_year")),
+            **{f"_candidate_{i}": _wall_us(y) for i, y in enumerate((year, year - 1, year + 1))},
+        )
+        .with_columns(
+            _wall=pl.when(pl.col("_year").is_not_null())
+            .then(pl.col("_dated"))
+            .otherwise(_nearest_to_window(local_start, local_end))
+            - pl.col("_offset_us").fill_null(0),
+            mono_s=mono_s,
+        )
+        .with_columns(
+            ts=pl.when(is_exact).then(wall).otherwise(_local_to_utc(wall, tz)),
+            ts_quality=pl.when(pl.col("_wall").is_not_null())
+            .then(form_quality)
+            .when(pl.col("mono_s").is_not_null() | pl.col("_delta").is_not_null())
+            .then(pl.lit("monotonic"))
+            .otherwise(pl.lit("none")),
+        )
+        .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS)
+    )
+
+
+@dataclass
+class FileClock:
+    """What one batch of a file tells the next: the node's boot time and the last stamp seen (naive UTC)."""
+
+    boot_time: datetime | None = None
+    last_ts: datetime | None = None
+
+
+def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame, FileClock]:
+    """Give monotonic lines a wall time from the boot time and stamp-less lines the previous stamp of the file.
+
+    ``df`` is one batch of one file in line order, after ``parse_timestamps``.
+    """
+    boot_time = _naive_utc(clock.boot_time) if clock.boot_time is not None else _infer_boot_time(df)
+    ts, quality = pl.col("ts"), pl.col("ts_quality")
+    if boot_time is not None:
+        anchored = quality.eq("monotonic") & pl.col("mono_s").is_not_null()
+        boot_offset = pl.duration(microseconds=(pl.col("mono_s") * _US_PER_SECOND).round().cast(pl.Int64))
+        df = df.with_columns(
+            ts=pl.when(anchored).then(pl.lit(boot_time, pl.Datetime("us")) + boot_offset).otherwise(ts),
+            ts_quality=pl.when(anchored).then(pl.lit("boot_anchored")).otherwise(quality),
+        )
+    previous = ts.forward_fill()
+    if clock.last_ts is not None:
+        previous = previous.fill_null(pl.lit(_naive_utc(clock.last_ts), pl.Datetime("us")))
+    inherits = quality.eq("none") & previous.is_not_null()
+    df = df.with_columns(
+        ts=pl.when(inherits).then(previous).otherwise(ts),
+        ts_quality=pl.when(inherits).then(pl.lit("inherited")).otherwise(quality),
+    )
+    stamped = df.get_column("ts").drop_nulls()
+    last_ts = stamped[-1] if len(stamped) else clock.last_ts
+    return df, FileClock(boot_time=boot_time, last_ts=last_ts)
+
+
+def _infer_boot_time(df: pl.DataFrame) -> datetime | None:
+    """Boot time = wall clock − seconds since boot, on lines that carry both (median, robust to a skewed line)."""
+    boots = df.filter(pl.col("ts").is_not_null() & pl.col("mono_s").is_not_null()).select(
+        (pl.col("ts") - pl.duration(microseconds=(pl.col("mono_s") * _US_PER_SECOND).round().cast(pl.Int64))).alias("boot")
+    )
+    if boots.height == 0:
+        return None
+    return boots.get_column("boot").sort().gather(boots.height // 2).item()
+
+
+def _naive_utc(t: datetime) -> datetime:
+    return t if t.tzinfo is None else t.astimezone(timezone.utc).replace(tzinfo=None)
