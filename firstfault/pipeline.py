@@ -61,6 +61,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Seq
                 ") r USING (attempt_id, event_id) ORDER BY attempt_id, event_id"
             ).to_arrow_table(),
             "connector_reports": con.sql("SELECT * FROM reports ORDER BY attempt_id, connector, source, uri").to_arrow_table(),
+            "rule_hits": con.sql("SELECT * FROM rule_hits ORDER BY attempt_id, rule_id, event_id, role").to_arrow_table(),
         }
     finally:
         con.close()

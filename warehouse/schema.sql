@@ -65,6 +65,13 @@ CREATE TABLE IF NOT EXISTS connector_reports (
     rows BIGINT, reason VARCHAR, fingerprint VARCHAR, lines_malformed BIGINT, lines_binary BIGINT, lines_truncated BIGINT
 );
 
+-- Every rule hit of every attempt (rule outputs, DESIGN §4): why each event got its role.
+CREATE TABLE IF NOT EXISTS rule_hits (
+    attempt_id VARCHAR NOT NULL, event_id VARCHAR, rule_id VARCHAR NOT NULL, role VARCHAR NOT NULL, domain VARCHAR,
+    subdomain VARCHAR, culprit_node VARCHAR, culprit_rank INTEGER, gpu VARCHAR, granularity VARCHAR, strength DOUBLE,
+    ts TIMESTAMP, summary VARCHAR, action VARCHAR
+);
+
 CREATE TABLE IF NOT EXISTS xid_catalog (
     code BIGINT PRIMARY KEY, mnemonic VARCHAR, description VARCHAR, immediate_action VARCHAR,
     investigatory_action VARCHAR, category VARCHAR, typical_domain VARCHAR, typical_subdomain VARCHAR, notes VARCHAR

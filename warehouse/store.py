@@ -9,7 +9,7 @@ import duckdb
 import pyarrow as pa
 
 # Tables keyed by attempt that a load replaces, in load order.
-ATTEMPT_TABLES = ("attributions", "attribution_evidence", "events", "connector_reports")
+ATTEMPT_TABLES = ("attributions", "attribution_evidence", "events", "connector_reports", "rule_hits")
 
 
 def schema_sql() -> str:
