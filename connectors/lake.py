@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import fsspec
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 TABLES = ("logs", "events", "metrics", "context", "inputs")
 
@@ -43,7 +44,13 @@ class Lake:
             min_rows_per_group=64 * 1024,
             create_dir=True,
         )
-        return source.num_rows if isinstance(source, pa.Table) else counter.rows
+        rows = source.num_rows if isinstance(source, pa.Table) else counter.rows
+        if rows == 0:
+            # write_dataset writes no file for no rows; readers still need the partition and its schema
+            self.fs.makedirs(path, exist_ok=True)
+            with self.fs.open(posixpath.join(path, "part-0.parquet"), "wb") as f:
+                pq.write_table(schema.empty_table(), f)
+        return rows
 
     def files(self, table: str, day: str, key: str) -> list[str]:
         path = self.partition_path(table, day, key)

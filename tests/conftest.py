@@ -15,3 +15,13 @@ def demo_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
     write_demo(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory):
+    """One Prefect test server for the whole session (started only when a flow test asks for it)."""
+    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield

@@ -2,15 +2,19 @@
 
 The forms are those of section 0 of the log-format reference. They nest in a fixed order, outside-in:
 
-    srun label, clock header, "kernel:" tag, dmesg stamp, application prefix ([rankN]:, stamp, glog)
+    srun label, clock header, "kernel:" tag, dmesg stamp, [rankN]:, application stamp, glog stamp
 
-Each layer is optional and is peeled by one anchored regex over the whole column (``str.extract_groups``); the
-matched text is cut off the line before the next layer is tried. One small regex per layer keeps each automaton
-small, which is what makes capture extraction cheap (one regex for the whole grammar costs several times more).
-Layers that start with a known character are skipped for a batch in which no line does. Clocks inside the
-message (the NCCL prefix, Slurm's ``CANCELLED AT``, torchrun's ``time :``) are read without being cut.
+Each layer is peeled off by one anchored regex over the whole column (``str.extract_groups``), and the matched text
+is cut off the line before the next layer is tried. Costs that shaped this:
 
-The stamp parts are left as text in the internal columns ``STAMP_COLUMNS`` for ``timestamps.parse_timestamps``.
+* one regex for the whole grammar is several times slower: capture extraction pays for the size of the automaton
+  on every matching line, so every layer gets its own small regex;
+* every capture group costs time on every line, matched or not, except when no line of the batch is a candidate:
+  each layer is first tested with a plain ``str.contains`` (no captures), and only candidate lines are handed to
+  ``extract_groups``; a batch with no candidates (a kernel log has no glog stamps) skips that layer for free.
+
+Clocks inside the message (the NCCL prefix, Slurm's ``CANCELLED AT``, torchrun's ``time :``) are read the same way
+but not cut. The stamp parts are left as text in the internal ``STAMP_COLUMNS`` for ``timestamps.parse_timestamps``.
 """
 from __future__ import annotations
 
@@ -18,104 +22,95 @@ from dataclasses import dataclass
 
 import polars as pl
 
-# Patterns run in ASCII mode ((?-u)): decorations are ASCII and Unicode classes bloat the automata. Negated
-# classes are switched back to Unicode ((?u:…)) so that they never stop inside a UTF-8 character.
+# Patterns run in ASCII mode ((?-u)): decorations are ASCII and Unicode classes bloat the automata. Patterns of
+# layers that are cut use no Unicode class at all, so a cut is as many characters as bytes.
 _MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DOW = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _HMS = r"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
 _DATE = r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
 _OFFSET = r"(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)"
-_HOST = r"(?u:[^\s:\[\]])+"  # a syslog host never has ':' or brackets, which keeps "kernel:" and "tag[pid]:" out
-
-
-def _iso(form: str, decimal: str) -> str:
-    """An ISO 8601 date-time with zone; ``decimal`` is the emitting tool's fraction separator."""
-    return (
-        rf"(?P<_{form}_date>{_DATE})T(?P<_{form}_time>{_HMS})"
-        rf"(?:{decimal}(?P<_{form}_frac>\d+))?(?P<_{form}_off>{_OFFSET})"
-    )
+_HOST = r"[\w.-]+"  # no ':' and no brackets: keeps "kernel:" and "tag[pid]:" out of it
+_SOURCE = r"[\w./-]+:\d+"  # file:line of a C++/Python logger
 
 
 @dataclass(frozen=True)
 class _Layer:
-    alternatives: tuple[str, ...]  # tried at the start of what is left of the line
-    first: str | None = None  # a regex every match starts with: the layer is skipped when no line does
+    pattern: str  # anchored at the start of what is left of the line
+    gate: str | None = None  # the lines worth trying; default: those the pattern matches (give one if it can be empty)
+    cut: bool = True  # remove the match from ``msg``
 
 
 _LAYERS = (
-    _Layer((r" *(?P<srun_label>\d{1,7}): ",)),
-    # clock headers written by syslog, journald, dmesg and /dev/kmsg
-    _Layer((
-        # RFC 3164; journalctl short-precise adds a fraction; the host-less form has "kernel:" right away
+    _Layer(r" *(?P<srun_label>\d{1,7}): "),
+    # clock headers of syslog, journald, dmesg and /dev/kmsg
+    _Layer(
+        # RFC 3164, host optional ("May 18 19:02:39 kernel: "); journalctl short-precise adds a fraction
         rf"(?P<_sy_mon>{_MON}) {{1,2}}(?P<_sy_day>\d{{1,2}}) (?P<_sy_time>{_HMS})(?:\.(?P<_sy_frac>\d+))? "
-        rf"(?:(?P<_sy_host>{_HOST}) )?",
-        # journalctl short-iso(-precise), rsyslog
-        _iso("jn", r"\.") + rf" (?:(?P<_jn_host>{_HOST}) )?",
-        # dmesg --time-format=iso (comma decimal), --decode puts "facility:level :" first
-        r"(?:[a-z]+ *:[a-z]+ *: )?" + _iso("id", ",") + " ",
-        # Talos-style remote syslog: "addr: facility: level: [RFC 3339]: "
-        r"(?P<_tl_host>(?u:[^\s\[\]])+?): [a-z]+: [a-z]+: \[" + _iso("tl", r"\.") + r"\]: ",
+        rf"(?:(?P<_sy_host>{_HOST}) )?"
+        # ISO 8601 with zone: journalctl short-iso, rsyslog, `dmesg --time-format=iso` (comma decimal, facility and
+        # level first with --decode), Talos remote syslog "addr: facility: level: [RFC 3339]: "
+        r"|(?:(?P<_tl_host>[\w.:-]+?): [a-z]+: [a-z]+: \[|[a-z]+ *:[a-z]+ *: )?"
+        rf"(?P<_iso_date>{_DATE})T(?P<_iso_time>{_HMS})(?:[.,](?P<_iso_frac>\d+))?(?P<_iso_off>{_OFFSET})(?:\]:)? "
         # raw /dev/kmsg record "priority,sequence,µs since boot,flags[,…];"
-        r"\d+,\d+,(?P<_kmsg_us>\d+),(?u:[^;,])*(?:,(?u:[^;])*)?;",
-    )),
-    # syslog tag of the kernel, also without a stamp ("host kernel: ", "kernel: ")
-    _Layer((rf"(?:(?P<_kt_host>{_HOST}) )?kernel: ",)),
-    # dmesg stamps
-    _Layer((
-        r"\[ *(?P<_mono>\d+\.\d+)\] ?(?:\[ *[TC]\d+\] ?)?",  # seconds since boot, optional caller tag
-        r"\[ *\+(?P<_delta>\d+\.\d+)\] ?",  # --time-format=delta
-        rf"\[{_DOW} (?P<_dt_mon>{_MON}) +(?P<_dt_day>\d{{1,2}}) (?P<_dt_time>{_HMS}) (?P<_dt_year>\d{{4}})\] ?",
-    ), first=r"\["),
-    # application prefixes: PyTorch rank, then a stamp (Python logging / DeepSpeed / NCCL >= 2.26 WARN, or Fabric
-    # Manager), then glog (bracketed PyTorch c10 form with unpadded month, or plain glog with a thread id) or the
-    # old stamp-less PyTorch form
-    _Layer((
-        r"(?:\[rank(?P<rank_prefix>\d{1,7})\]: ?)?"
-        rf"(?:\[(?P<_py_date>{_DATE}) (?P<_py_time>{_HMS})(?:,(?P<_py_frac>\d+))?\] "
-        rf"|\[(?P<_fm_mon>{_MON}) (?P<_fm_day>\d\d) (?P<_fm_year>\d{{4}}) (?P<_fm_time>{_HMS})\] )?"
-        r"(?:\[?[IWEF](?P<_gl_md>(?:0?[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])) "
-        rf"(?P<_gl_time>{_HMS})\.(?P<_gl_frac>\d+)(?: +\d+)? (?u:[^\s\]])+:\d+\] ?"
-        r"|\[[IWEF] (?u:[^\s\]])+:\d+\] ?)?",
-    ), first=r"\[|[IWEF]\d"),
-)
-
-_IN_MESSAGE = (
+        r"|\d+,\d+,(?P<_kmsg_us>\d+),[\x20-\x3a\x3c-\x7e]*;"
+    ),
+    # the kernel's syslog tag, also without a stamp ("host kernel: ", "kernel: ")
+    _Layer(rf"(?:(?P<_kt_host>{_HOST}) )?kernel: "),
+    # dmesg stamps: seconds since boot (+ caller tag T…/C…), --time-format=delta, dmesg -T
+    _Layer(
+        r"\[ *(?P<_delta>\+)?(?P<_mono>\d+\.\d+)\] ?(?:\[ *[TC]\d+\] ?)?"
+        rf"|\[{_DOW} (?P<_dt_mon>{_MON}) +(?P<_dt_day>\d{{1,2}}) (?P<_dt_time>{_HMS}) (?P<_dt_year>\d{{4}})\] ?"
+    ),
+    _Layer(r"\[rank(?P<rank_prefix>\d{1,7})\]: ?"),
+    # Python logging / DeepSpeed (",mmm"), NCCL >= 2.26 WARN (no fraction), Fabric Manager
+    _Layer(
+        rf"\[(?P<_py_date>{_DATE}) (?P<_py_time>{_HMS})(?:,(?P<_py_frac>\d+))?\] "
+        rf"|\[(?P<_fm_mon>{_MON}) (?P<_fm_day>\d\d) (?P<_fm_year>\d{{4}}) (?P<_fm_time>{_HMS})\] "
+    ),
+    # glog: bracketed PyTorch c10 form (month not zero-padded: E321 = March 21) or plain glog with a thread id;
+    # the old PyTorch form has no time at all
+    _Layer(
+        r"\[?[IWEF](?P<_gl_md>(?:0?[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])) "
+        rf"(?P<_gl_time>{_HMS})\.(?P<_gl_frac>\d+)(?: +\d+)? {_SOURCE}\] ?"
+        rf"|\[[IWEF] {_SOURCE}\] ?"
+    ),
     # NCCL debug prefix "host:pid:tid [cudaDev] ", only on NCCL's own lines (pid:tid may be redacted to one field)
-    r"(?P<nccl_host>(?u:[^:\s])+):(?P<nccl_pid>\w+)(?::\d+)? \[(?P<nccl_dev>\d{1,4})\] (?:(?u:[^\s])+:\d+ )?NCCL ",
-    # slurmstepd: error: *** JOB 867816 ON c0700a-s1 CANCELLED AT 2021-05-11T12:06:17 DUE TO TIME LIMIT ***
-    rf"(?:slurmstepd: )?error: \*\*\* (?:JOB|STEP) (?u:\S)+ (?:ON (?u:\S)+ )?[A-Z ]*AT (?P<_sl_date>{_DATE})T(?P<_sl_time>{_HMS})"
-    # torchrun failure block "  time      : 2023-06-14_22:36:10"
-    + rf"| +time +: (?P<_tr_date>{_DATE})_(?P<_tr_time>{_HMS})",
+    _Layer(
+        rf"(?P<nccl_host>(?u:[^:\s])+):(?P<nccl_pid>\w+)(?::\d+)? \[(?P<nccl_dev>\d{{1,4}})\] (?:{_SOURCE} )?NCCL ",
+        cut=False,
+    ),
+    # Slurm "*** JOB 867816 ON c0700a-s1 CANCELLED AT 2021-05-11T12:06:17 DUE TO TIME LIMIT ***" and the torchrun
+    # failure block "  time      : 2023-06-14_22:36:10"
+    _Layer(
+        r"(?:slurmstepd: )?error: \*\*\* (?:JOB|STEP) (?u:\S)+ (?:ON (?u:\S)+ )?[A-Z ]*AT "
+        rf"(?P<_sl_date>{_DATE})T(?P<_sl_time>{_HMS})"
+        rf"| +time +: (?P<_tr_date>{_DATE})_(?P<_tr_time>{_HMS})",
+        cut=False,
+    ),
 )
-
-# The ISO clock header comes in three spellings; they are merged into one set of columns.
-_ISO_FORMS = ("jn", "id", "tl")
-_ISO_PARTS = ("date", "time", "frac", "off")
 
 STAMP_COLUMNS = (
     "_sy_mon", "_sy_day", "_sy_time", "_sy_frac",
-    *(f"_iso_{part}" for part in _ISO_PARTS),
-    "_kmsg_us", "_mono", "_delta",
+    "_iso_date", "_iso_time", "_iso_frac", "_iso_off",
+    "_kmsg_us", "_delta", "_mono",
     "_dt_mon", "_dt_day", "_dt_time", "_dt_year",
     "_py_date", "_py_time", "_py_frac",
     "_fm_mon", "_fm_day", "_fm_year", "_fm_time",
     "_gl_md", "_gl_time", "_gl_frac",
     "_sl_date", "_sl_time", "_tr_date", "_tr_time",
 )  # fmt: skip
-
-
-def _any_line_starts_with(first: str) -> pl.Expr:
-    return pl.col("msg").str.contains(f"^(?:{first})").any()
+_HOST_COLUMNS = ("_sy_host", "_tl_host", "_kt_host")
 
 
 def _peel(lf: pl.LazyFrame, layer: _Layer) -> pl.LazyFrame:
-    pattern = "(?-u)^(?P<_layer>" + "|".join(f"(?:{a})" for a in layer.alternatives) + ")"
-    groups = pl.col("msg").str.extract_groups(pattern)
-    if layer.first is not None:
-        groups = pl.when(_any_line_starts_with(layer.first)).then(groups)
+    msg = pl.col("msg")
+    candidates = pl.when(msg.str.contains(f"(?-u)^(?:{layer.gate or layer.pattern})")).then(msg)
+    if not layer.cut:
+        return lf.with_columns(candidates.str.extract_groups(f"(?-u)^(?:{layer.pattern})").struct.unnest())
     return (
-        lf.with_columns(groups.struct.unnest())
-        .with_columns(msg=pl.col("msg").str.slice(pl.col("_layer").str.len_chars().fill_null(0)))
+        lf.with_columns(candidates.str.extract_groups(f"(?-u)^(?P<_layer>{layer.pattern})").struct.unnest())
+        # the slice is computed for matched lines only (null offset elsewhere)
+        .with_columns(msg=pl.coalesce(msg.str.slice(pl.col("_layer").str.len_bytes()), msg))
         .drop("_layer")
     )
 
@@ -126,18 +121,9 @@ def strip_decorations(lf: pl.LazyFrame) -> pl.LazyFrame:
     lf = lf.with_columns(msg=pl.col("raw"))
     for layer in _LAYERS:
         lf = _peel(lf, layer)
-    in_message = "(?-u)^(?:" + "|".join(f"(?:{a})" for a in _IN_MESSAGE) + ")"
-    return (
-        lf.with_columns(pl.col("msg").str.extract_groups(in_message).struct.unnest())
-        .with_columns(
-            *(pl.coalesce(f"_{form}_{part}" for form in _ISO_FORMS).alias(f"_iso_{part}") for part in _ISO_PARTS),
-            srun_label=pl.col("srun_label").cast(pl.Int32),
-            rank_prefix=pl.col("rank_prefix").cast(pl.Int32),
-            nccl_dev=pl.col("nccl_dev").cast(pl.Int32),
-            syslog_host=pl.coalesce("_sy_host", "_jn_host", "_tl_host", "_kt_host"),
-        )
-        .drop(
-            *(f"_{form}_{part}" for form in _ISO_FORMS for part in _ISO_PARTS),
-            "_sy_host", "_jn_host", "_tl_host", "_kt_host",
-        )
-    )
+    return lf.with_columns(
+        srun_label=pl.col("srun_label").cast(pl.Int32),
+        rank_prefix=pl.col("rank_prefix").cast(pl.Int32),
+        nccl_dev=pl.col("nccl_dev").cast(pl.Int32),
+        syslog_host=pl.coalesce(_HOST_COLUMNS),
+    ).drop(_HOST_COLUMNS)

@@ -169,9 +169,8 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime, windo
     )
     wall = pl.col("_wall").cast(pl.Datetime("us"))
     is_exact = pl.col("_form") == 0
-    mono_s = pl.coalesce(
-        pl.col("_mono").cast(pl.Float64, strict=False), _to_int(pl.col("_kmsg_us")) / _US_PER_SECOND
-    )
+    since_boot = pl.when(pl.col("_delta").is_null()).then(pl.col("_mono").cast(pl.Float64, strict=False))
+    mono_s = pl.coalesce(since_boot, _to_int(pl.col("_kmsg_us")) / _US_PER_SECOND)
     # Stages materialise values used several times: polars would compute a repeated expression again.
     return (
         lf.with_columns(_form=_winning_form())
