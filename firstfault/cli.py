@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return 0
     except Exception as e:  # an internal error: one line, the traceback only on request
         if os.environ.get("FIRSTFAULT_DEBUG"):
             raise

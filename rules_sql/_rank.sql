@@ -13,8 +13,10 @@ SELECT r.*,
        coalesce(r.culprit_node, min(r.culprit_node) OVER (PARTITION BY r.attempt_id, r.domain, r.subdomain), '') AS cause_node
 FROM roots r;
 
--- Hardware and the scheduler can explain everything after them, the network can explain software and application
--- failures, software can explain application failures: a cause is "late" only against causes that could explain it.
+-- A timed cause is "late" (a possible consequence) when it starts more than skew_tolerance_s after the earliest cause
+-- of the attempt, whatever its domain (DESIGN §4.2): nothing that starts after the failure began can have started it.
+-- An untimed cause is late only when a cause that could explain it has a time: hardware and the scheduler can explain
+-- everything, the network can explain software and application failures, software can explain application failures.
 CREATE OR REPLACE TEMP TABLE causes AS
 WITH grouped AS (
     SELECT attempt_id, domain, subdomain, cause_node,
@@ -38,7 +40,8 @@ representative AS (
 timed AS (
     SELECT g.*,
            (SELECT min(o.ts) FROM grouped o
-             WHERE o.attempt_id = g.attempt_id AND o.explain_rank <= g.explain_rank) AS t0
+             WHERE o.attempt_id = g.attempt_id AND o.explain_rank <= g.explain_rank) AS t0,
+           (SELECT min(o.ts) FROM grouped o WHERE o.attempt_id = g.attempt_id) AS t0_all
     FROM grouped g
 )
 SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summary, r.action, r.kind, r.code, r.rep_ts,
@@ -46,7 +49,7 @@ SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summa
          * CASE
                WHEN t.ts IS NULL AND t.t0 IS NULL THEN 1.0  -- nothing timed to compare with
                WHEN t.ts IS NULL THEN p.late_penalty
-               WHEN t.ts <= t.t0 + to_microseconds(CAST(p.skew_tolerance_s * 1e6 AS BIGINT)) THEN 1.0
+               WHEN t.ts <= t.t0_all + to_microseconds(CAST(p.skew_tolerance_s * 1e6 AS BIGINT)) THEN 1.0
                ELSE p.late_penalty
            END AS score
 FROM timed t

@@ -1,16 +1,25 @@
 -- id: slurm_messages
 -- detects: what slurmstepd/srun print when the scheduler ends a job: time limit, preemption, node failure, requeue,
---          a plain cancel, and node failures named by srun/salloc
+--          a plain cancel, and node failures named by srun/salloc. A plain cancel (no DUE TO) is a user/admin cancel
+--          only when the scheduler state is CANCELLED or unknown; otherwise it is srun tearing down the step after
+--          another failure (e.g. the OOM sequence of log-formats §7) and only a symptom.
 -- domain: infrastructure/time_limit, preemption, node_failure, maintenance, cancelled
--- inputs: events(kind in slurm_cancel, slurm_node_failure)
-SELECT attempt_id, event_id, 'slurm_messages' AS rule_id, 'root' AS role, 'infrastructure' AS domain,
+-- inputs: events(kind in slurm_cancel, slurm_node_failure), attempts(state)
+WITH cancels AS (
+    SELECT e.*, e.code_text IS NULL AND a.state IS NOT NULL AND NOT starts_with(a.state, 'CANCELLED') AS is_teardown
+    FROM events e JOIN attempts a USING (attempt_id)
+    WHERE e.kind = 'slurm_cancel' AND coalesce(e.code_text, '') <> 'TASK FAILURE'
+)
+SELECT attempt_id, event_id, 'slurm_messages' AS rule_id, CASE WHEN is_teardown THEN 'symptom' ELSE 'root' END AS role,
+       CASE WHEN NOT is_teardown THEN 'infrastructure' END AS domain,
+       CASE WHEN NOT is_teardown THEN
        CASE coalesce(code_text, '')
            WHEN 'TIME LIMIT' THEN 'time_limit'
            WHEN 'PREEMPTION' THEN 'preemption'
            WHEN 'NODE FAILURE' THEN 'node_failure'
            WHEN 'JOB REQUEUE' THEN 'maintenance'
            ELSE 'cancelled'
-       END AS subdomain,
+       END END AS subdomain,
        CASE WHEN code_text = 'NODE FAILURE' THEN NULL END AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu,
        'job' AS granularity,
        CASE coalesce(code_text, '') WHEN 'PREEMPTION' THEN 0.8 WHEN 'TIME LIMIT' THEN 0.6 WHEN 'NODE FAILURE' THEN 0.6 ELSE 0.55 END AS strength,
@@ -19,8 +28,7 @@ SELECT attempt_id, event_id, 'slurm_messages' AS rule_id, 'root' AS role, 'infra
               CASE WHEN code_text IS NULL THEN 'cancelled' ELSE 'cancelled due to ' || lower(code_text) END) AS summary,
        CASE coalesce(code_text, '') WHEN 'TIME LIMIT' THEN 'restart' WHEN 'PREEMPTION' THEN 'restart'
             WHEN 'NODE FAILURE' THEN 'restart_excluding_nodes' WHEN 'JOB REQUEUE' THEN 'restart' ELSE 'none' END AS action
-FROM events
-WHERE kind = 'slurm_cancel' AND coalesce(code_text, '') <> 'TASK FAILURE'
+FROM cancels
 UNION ALL
 SELECT attempt_id, event_id, 'slurm_messages', 'root', 'infrastructure', 'node_failure',
        coalesce(json_extract_string(fields, '$.slurm_node'), node), NULL::INTEGER, NULL, 'node', 0.7, ts,

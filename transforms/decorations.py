@@ -23,62 +23,65 @@ from dataclasses import dataclass
 import polars as pl
 
 # Patterns run in ASCII mode ((?-u)): decorations are ASCII and Unicode classes bloat the automata. Patterns of
-# layers that are cut use no Unicode class at all, so a cut is as many characters as bytes.
-_MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-_DOW = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+# layers that are cut use no Unicode class at all, so a cut is as many characters as bytes. Where it costs nothing,
+# a pattern is written so that the next byte always decides the path (month names factored, alternatives that start
+# differently): the regex engine then extracts captures with its fast one-pass automaton.
+_MON = r"(?:J(?:an|u[nl])|Feb|Ma[ry]|A(?:pr|ug)|Sep|Oct|Nov|Dec)"
+_DOW = r"(?:S(?:un|at)|Mon|T(?:ue|hu)|Wed|Fri)"
 _HMS = r"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
 _DATE = r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
 _OFFSET = r"(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)"
 _HOST = r"[\w.-]+"  # no ':' and no brackets: keeps "kernel:" and "tag[pid]:" out of it
 _SOURCE = r"[\w./-]+:\d+"  # file:line of a C++/Python logger
+_NCCL_PREFIX = r"(?P<nccl_host>(?u:[^:\s])+):(?P<nccl_pid>\w+)(?::\d+)? \[(?P<nccl_dev>\d{1,4})\] "
 
 
 @dataclass(frozen=True)
 class _Layer:
     pattern: str  # anchored at the start of what is left of the line
-    gate: str | None = None  # the lines worth trying; default: those the pattern matches (give one if it can be empty)
+    gate: str | None = None  # the lines to try; default: those the pattern matches
     cut: bool = True  # remove the match from ``msg``
 
 
 _LAYERS = (
     _Layer(r" *(?P<srun_label>\d{1,7}): "),
-    # clock headers of syslog, journald, dmesg and /dev/kmsg
+    # syslog RFC 3164, host optional ("May 18 19:02:39 kernel: "); journalctl short-precise adds a fraction
     _Layer(
-        # RFC 3164, host optional ("May 18 19:02:39 kernel: "); journalctl short-precise adds a fraction
-        rf"(?P<_sy_mon>{_MON}) {{1,2}}(?P<_sy_day>\d{{1,2}}) (?P<_sy_time>{_HMS})(?:\.(?P<_sy_frac>\d+))? "
+        rf"(?P<_sy_mon>{_MON})  ?(?P<_sy_day>\d{{1,2}}) (?P<_sy_time>{_HMS})(?:\.(?P<_sy_frac>\d+))? "
         rf"(?:(?P<_sy_host>{_HOST}) )?"
-        # ISO 8601 with zone: journalctl short-iso, rsyslog, `dmesg --time-format=iso` (comma decimal, facility and
-        # level first with --decode), Talos remote syslog "addr: facility: level: [RFC 3339]: "
-        r"|(?:(?P<_tl_host>[\w.:-]+?): [a-z]+: [a-z]+: \[|[a-z]+ *:[a-z]+ *: )?"
+    ),
+    # ISO 8601 with zone: journalctl short-iso, rsyslog, `dmesg --time-format=iso` (comma decimal, facility and
+    # level first with --decode), Talos remote syslog "addr: facility: level: [RFC 3339]: "; and the raw
+    # /dev/kmsg record "priority,sequence,µs since boot,flags[,…];"
+    _Layer(
+        r"(?:(?P<_tl_host>[\w.:-]+?): [a-z]+: [a-z]+: \[|[a-z]+ *:[a-z]+ *: )?"
         rf"(?P<_iso_date>{_DATE})T(?P<_iso_time>{_HMS})(?:[.,](?P<_iso_frac>\d+))?(?P<_iso_off>{_OFFSET})(?:\]:)? "
-        # raw /dev/kmsg record "priority,sequence,µs since boot,flags[,…];"
         r"|\d+,\d+,(?P<_kmsg_us>\d+),[\x20-\x3a\x3c-\x7e]*;"
     ),
-    # the kernel's syslog tag, also without a stamp ("host kernel: ", "kernel: ")
-    _Layer(rf"(?:(?P<_kt_host>{_HOST}) )?kernel: "),
+    # the kernel's syslog tag, after a syslog header or alone ("host kernel: ", "kernel: ")
+    _Layer(rf"(?P<_kt_host>{_HOST}) kernel: "),
+    _Layer(r"kernel: "),
     # dmesg stamps: seconds since boot (+ caller tag T…/C…), --time-format=delta, dmesg -T
     _Layer(
-        r"\[ *(?P<_delta>\+)?(?P<_mono>\d+\.\d+)\] ?(?:\[ *[TC]\d+\] ?)?"
-        rf"|\[{_DOW} (?P<_dt_mon>{_MON}) +(?P<_dt_day>\d{{1,2}}) (?P<_dt_time>{_HMS}) (?P<_dt_year>\d{{4}})\] ?"
+        r"\[(?: *(?P<_delta>\+)?(?P<_mono>\d+\.\d+)\] ?(?:\[ *[TC]\d+\] ?)?"
+        rf"|{_DOW} (?P<_dt_mon>{_MON}) +(?P<_dt_day>\d{{1,2}}) (?P<_dt_time>{_HMS}) (?P<_dt_year>\d{{4}})\] ?)"
     ),
     _Layer(r"\[rank(?P<rank_prefix>\d{1,7})\]: ?"),
     # Python logging / DeepSpeed (",mmm"), NCCL >= 2.26 WARN (no fraction), Fabric Manager
     _Layer(
-        rf"\[(?P<_py_date>{_DATE}) (?P<_py_time>{_HMS})(?:,(?P<_py_frac>\d+))?\] "
-        rf"|\[(?P<_fm_mon>{_MON}) (?P<_fm_day>\d\d) (?P<_fm_year>\d{{4}}) (?P<_fm_time>{_HMS})\] "
+        rf"\[(?:(?P<_py_date>{_DATE}) (?P<_py_time>{_HMS})(?:,(?P<_py_frac>\d+))?"
+        rf"|(?P<_fm_mon>{_MON}) (?P<_fm_day>\d\d) (?P<_fm_year>\d{{4}}) (?P<_fm_time>{_HMS}))\] "
     ),
-    # glog: bracketed PyTorch c10 form (month not zero-padded: E321 = March 21) or plain glog with a thread id;
-    # the old PyTorch form has no time at all
+    # glog: the bracketed PyTorch c10 form "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] " (month not
+    # zero-padded), plain glog "E0318 13:21:42.765000 22421439703936 torch/…/api.py:833] " (thread id, file:line),
+    # and the old PyTorch form "[E ProcessGroupNCCL.cpp:737] " without a time
     _Layer(
-        r"\[?[IWEF](?P<_gl_md>(?:0?[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])) "
-        rf"(?P<_gl_time>{_HMS})\.(?P<_gl_frac>\d+)(?: +\d+)? {_SOURCE}\] ?"
-        rf"|\[[IWEF] {_SOURCE}\] ?"
+        r"\[?[IWEF](?:(?P<_gl_md>\d{3,4}) (?P<_gl_time>\d\d:\d\d:\d\d)\.(?P<_gl_frac>\d+) [\x20-\x5c\x5e-\x7e]*"
+        rf"| {_SOURCE})\] ?"
     ),
-    # NCCL debug prefix "host:pid:tid [cudaDev] ", only on NCCL's own lines (pid:tid may be redacted to one field)
-    _Layer(
-        rf"(?P<nccl_host>(?u:[^:\s])+):(?P<nccl_pid>\w+)(?::\d+)? \[(?P<nccl_dev>\d{{1,4}})\] (?:{_SOURCE} )?NCCL ",
-        cut=False,
-    ),
+    # NCCL debug prefix "host:pid:tid [cudaDev] ", only on NCCL's own lines (pid:tid may be redacted to one field);
+    # the "NCCL " check is left to the gate, which keeps the capturing pattern one-pass
+    _Layer(_NCCL_PREFIX, gate=rf"{_NCCL_PREFIX}(?:{_SOURCE} )?NCCL ", cut=False),
     # Slurm "*** JOB 867816 ON c0700a-s1 CANCELLED AT 2021-05-11T12:06:17 DUE TO TIME LIMIT ***" and the torchrun
     # failure block "  time      : 2023-06-14_22:36:10"
     _Layer(
@@ -105,14 +108,15 @@ _HOST_COLUMNS = ("_sy_host", "_tl_host", "_kt_host")
 def _peel(lf: pl.LazyFrame, layer: _Layer) -> pl.LazyFrame:
     msg = pl.col("msg")
     candidates = pl.when(msg.str.contains(f"(?-u)^(?:{layer.gate or layer.pattern})")).then(msg)
+    layer_text = "(?P<_layer>{})" if layer.cut else "(?:{})"
+    # materialise the struct before unnesting: `expr.struct.unnest()` would evaluate `expr` once per field
+    lf = lf.with_columns(
+        _groups=candidates.str.extract_groups("(?-u)^" + layer_text.format(layer.pattern))
+    ).unnest("_groups")
     if not layer.cut:
-        return lf.with_columns(candidates.str.extract_groups(f"(?-u)^(?:{layer.pattern})").struct.unnest())
-    return (
-        lf.with_columns(candidates.str.extract_groups(f"(?-u)^(?P<_layer>{layer.pattern})").struct.unnest())
-        # the slice is computed for matched lines only (null offset elsewhere)
-        .with_columns(msg=pl.coalesce(msg.str.slice(pl.col("_layer").str.len_bytes()), msg))
-        .drop("_layer")
-    )
+        return lf
+    # the slice is computed for matched lines only (null offset elsewhere)
+    return lf.with_columns(msg=pl.coalesce(msg.str.slice(pl.col("_layer").str.len_bytes()), msg)).drop("_layer")
 
 
 def strip_decorations(lf: pl.LazyFrame) -> pl.LazyFrame:
