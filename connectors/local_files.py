@@ -94,13 +94,15 @@ def read_batches(uri: str, batch_bytes: int, max_line_bytes: int) -> Iterator[tu
     """Yield (chunk of whole lines, 1-based number of its first line, bytes cut from over-long lines).
 
     Memory stays bounded by batch_bytes + max_line_bytes whatever the file: a line longer than the budget is
-    cut to max_line_bytes and the rest of it skipped.
+    cut to max_line_bytes and the rest of it skipped. A corrupt or truncated compressed file yields every line
+    decoded before the damage, then raises.
     """
     line_no = 1
     carry = b""
     with fsspec.open(uri, "rb", compression="infer") as f:
-        while True:
-            block = f.read(batch_bytes)
+        damage = None
+        while damage is None:
+            block, damage = _read_up_to(f, batch_bytes)
             if not block:
                 break
             data = carry + block
@@ -119,6 +121,28 @@ def read_batches(uri: str, batch_bytes: int, max_line_bytes: int) -> Iterator[tu
             line_no += chunk.count(b"\n")
     if carry:
         yield carry, line_no, 0
+    if damage is not None:
+        raise damage
+
+
+_READ_STEP = 1 << 20
+
+
+def _read_up_to(f, size: int) -> tuple[bytes, Exception | None]:
+    """Read size bytes in 1 MiB steps; on a decoding error return what came before it, and the error."""
+    parts, total = [], 0
+    # read1 of a decompressing stream returns what it has before touching the damage; plain reads don't
+    read = getattr(f, "read1", f.read)
+    while total < size:
+        try:
+            part = read(min(_READ_STEP, size - total))
+        except (EOFError, OSError) as e:
+            return b"".join(parts), e
+        if not part:
+            break
+        parts.append(part)
+        total += len(part)
+    return b"".join(parts), None
 
 
 def _skip_to_newline(f, batch_bytes: int) -> tuple[int, bytes]:

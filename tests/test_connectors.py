@@ -1,0 +1,81 @@
+"""Local files (globs, {node}, .gz, truncated/huge input), metrics CSV and the lake's replace-one-attempt writes."""
+import gzip
+
+import polars as pl
+import pyarrow as pa
+
+from firstfault.config import Landing
+from firstfault.connectors.lake import Lake
+from firstfault.connectors.local_files import read_batches, resolve_logs
+from firstfault.connectors.metrics_csv import read_metrics
+from firstfault.connectors.static_context import context_from_dict
+from firstfault.landing import land_attempt
+from firstfault.transforms.extract import load_patterns
+
+
+def make_ctx(root, **extra):
+    doc = {"workload_id": "w", "start": "2026-11-29T01:00:00Z", "end": "2026-11-29T02:00:00Z", "nodes": ["node-01", "node-02"], **extra}
+    return context_from_dict(doc, str(root / "attempt.yaml"), str(root))
+
+
+def test_resolve_node_expansion_globs_and_missing(tmp_path):
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "node-01.log").write_text("x\n")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "rank3.log").write_text("y\n")
+    (tmp_path / "app" / "node-02-stdout.log").write_text("z\n")
+    ctx = make_ctx(tmp_path, logs=[{"source": "syslog", "path": "k/{node}.log"}, {"source": "applog", "path": "app/*.log"}])
+    files, missing = resolve_logs(ctx)
+    by_name = {f.uri.rsplit("/", 1)[1]: f for f in files}
+    assert by_name["node-01.log"].node == "node-01"
+    assert by_name["rank3.log"].rank == 3 and by_name["rank3.log"].node is None
+    assert by_name["node-02-stdout.log"].node == "node-02"
+    assert [(m.source, m.pattern) for m in missing] == [("syslog", "k/node-02.log")]
+
+
+def test_read_batches_gz_line_numbers_and_huge_line(tmp_path):
+    path = tmp_path / "a.log.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(b"one\ntwo\n" + b"x" * 5000 + b"\nafter\n")
+    chunks = list(read_batches(path.as_uri(), batch_bytes=64, max_line_bytes=100))
+    text = b"".join(c for c, _, _ in chunks)
+    assert text.split(b"\n")[0:2] == [b"one", b"two"] and b"after" in text
+    starts = [first for _, first, _ in chunks]
+    assert starts == sorted(starts) and sum(cut for _, _, cut in chunks) > 4000
+
+
+def test_truncated_gz_is_reported_not_fatal(tmp_path):
+    data = gzip.compress(b"Nov 29 01:10:00 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n" * 500)
+    (tmp_path / "node-01.log.gz").write_bytes(data[: len(data) // 2])
+    ctx = make_ctx(tmp_path, logs=[{"source": "syslog", "path": "*.log.gz"}])
+    result = land_attempt(ctx, Lake(str(tmp_path / "lake")), load_patterns(), Landing())
+    report = [r for r in result.reports if r["uri"].endswith(".gz")][0]
+    assert report["status"] == "error" and "EOFError" in report["reason"]
+    assert report["rows"] > 0 and result.event_rows > 0  # everything before the damage is kept
+
+
+def test_metrics_csv_long_format_skips_bad_rows(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text(
+        "ts,node,metric,value,port\n"
+        "2026-11-29T01:00:00Z,node-01,ib_link_downed,0,mlx5_0:1\n"
+        "2026-11-29T01:01:00Z,node-01,ib_link_downed,3,mlx5_0:1\n"
+        "garbage,node-01,ib_link_downed,x,\n"
+    )
+    frame, report = read_metrics(path.as_uri(), make_ctx(tmp_path))
+    assert frame.height == 2 and frame["value"].to_list() == [0.0, 3.0] and frame["line"].to_list() == [2, 3]
+    assert report.status == "ok" and "1 malformed" in report.reason
+    bad, report = read_metrics((tmp_path / "none.csv").as_uri(), make_ctx(tmp_path))
+    assert bad.height == 0 and report.status == "error"
+
+
+def test_lake_write_replaces_one_partition_only(tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    schema = pa.schema([("x", pa.int64())])
+    lake.write("logs", "2026-11-29", "a~2F1", pa.table({"x": [1, 2, 3]}), schema)
+    lake.write("logs", "2026-11-29", "a~2F2", pa.table({"x": [9]}), schema)
+    lake.write("logs", "2026-11-29", "a~2F1", pa.table({"x": []}, schema=schema), schema)
+    assert lake.read("logs", "2026-11-29", "a~2F1").num_rows == 0
+    assert lake.read("logs", "2026-11-29", "a~2F2").column("x").to_pylist() == [9]
+    read = pl.scan_parquet(f"{tmp_path}/lake/logs/**/*.parquet", hive_schema={"day": pl.String, "attempt_key": pl.String}).collect()
+    assert read["attempt_key"].to_list() == ["a~2F2"]
