@@ -44,7 +44,7 @@ class _Layer:
 
 
 _LAYERS = (
-    _Layer(r" *(?P<srun_label>\d{1,7}): "),
+    _Layer(r" *(?P<srun_label>\d{1,7}):(?: |$)"),
     # syslog RFC 3164, host optional ("May 18 19:02:39 kernel: "); journalctl short-precise adds a fraction
     _Layer(
         rf"(?P<_sy_mon>{_MON})  ?(?P<_sy_day>\d{{1,2}}) (?P<_sy_time>{_HMS})(?:\.(?P<_sy_frac>\d+))? "

@@ -19,10 +19,12 @@ from firstfault.transforms.decorations import STAMP_COLUMNS
 
 _US_PER_SECOND = 1_000_000
 _US_PER_DAY = 86_400 * _US_PER_SECOND
-_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_MONTHS = {
+    m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
+}
 _DAYS_IN_MONTH = dict(enumerate((31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31), 1))
 _DAYS_BEFORE_MONTH = {m: sum(_DAYS_IN_MONTH[k] for k in range(1, m)) for m in _DAYS_IN_MONTH}
-_UTC_NAMES = {"UTC", "Etc/UTC", "Z", "GMT", "Etc/GMT", "UCT"}
+_UTC_NAMES = {"UTC", "Etc/UTC", "GMT", "Etc/GMT", "UCT"}  # no conversion needed
 _FAR = 2**62  # distance of an impossible candidate date
 
 
@@ -101,17 +103,17 @@ def _numbers() -> dict[str, pl.Expr]:
     }  # fmt: skip
 
 
-def _is_leap(year):
+def _is_leap(year: int | pl.Expr):
     return (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
 
 
-def _days_before_year(year):
+def _days_before_year(year: int | pl.Expr):
     """Days from 1970-01-01 to January 1 of ``year`` (an int or an expression; proleptic Gregorian, year >= 1601)."""
     before = year - 1
     return 365 * (year - 1970) + before // 4 - before // 100 + before // 400 - 477  # 477 leap days before 1970
 
 
-def _wall_us(year) -> pl.Expr:
+def _wall_us(year: int | pl.Expr) -> pl.Expr:
     """µs since the epoch of ``_month``/``_day``/``_time_us`` in ``year``; null when that date does not exist."""
     leap, month, day = _is_leap(year), pl.col("_month"), pl.col("_day")
     exists = (day >= 1) & (day <= pl.col("_days_in_month") + (leap & (month == 2)))
@@ -220,9 +222,8 @@ def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame,
     ts, quality = pl.col("ts"), pl.col("ts_quality")
     if boot_time is not None:
         anchored = quality.eq("monotonic") & pl.col("mono_s").is_not_null()
-        boot_offset = pl.duration(microseconds=(pl.col("mono_s") * _US_PER_SECOND).round().cast(pl.Int64))
         df = df.with_columns(
-            ts=pl.when(anchored).then(pl.lit(boot_time, pl.Datetime("us")) + boot_offset).otherwise(ts),
+            ts=pl.when(anchored).then(pl.lit(boot_time, pl.Datetime("us")) + _since_boot()).otherwise(ts),
             ts_quality=pl.when(anchored).then(pl.lit("boot_anchored")).otherwise(quality),
         )
     previous = ts.forward_fill()
@@ -241,11 +242,15 @@ def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame,
 def _infer_boot_time(df: pl.DataFrame) -> datetime | None:
     """Boot time = wall clock − seconds since boot, on lines that carry both (median, robust to a skewed line)."""
     boots = df.filter(pl.col("ts").is_not_null() & pl.col("mono_s").is_not_null()).select(
-        (pl.col("ts") - pl.duration(microseconds=(pl.col("mono_s") * _US_PER_SECOND).round().cast(pl.Int64))).alias("boot")
+        boot=pl.col("ts") - _since_boot()
     )
     if boots.height == 0:
         return None
     return boots.get_column("boot").sort().gather(boots.height // 2).item()
+
+
+def _since_boot() -> pl.Expr:
+    return pl.duration(microseconds=(pl.col("mono_s") * _US_PER_SECOND).round().cast(pl.Int64))
 
 
 def _naive_utc(t: datetime) -> datetime:
