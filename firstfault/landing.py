@@ -194,3 +194,20 @@ def _safe_fingerprint(uri: str) -> str | None:
         return fingerprint(uri)
     except OSError:
         return None
+
+
+def events_from_lines(lines: list[str], source: str = "applog", *, node: str | None = None, patterns: list[Pattern] | None = None) -> pl.DataFrame:
+    """Literal lines through the production path (split, decorate, stamp, place, extract): the line catalog's and a
+    rule author's way to see what a line becomes."""
+    from firstfault.connectors.static_context import context_from_dict
+    from firstfault.transforms.extract import load_patterns
+
+    ctx = context_from_dict(
+        {"workload_id": "lines", "start": "2026-11-29T00:00:00Z", "end": "2026-11-29T23:59:59Z", "nodes": [node or "localhost"]},
+        "<lines>", ".",
+    )
+    log_file = LogFile(source, "mem://lines", node, None, "rank", "<lines>")
+    frame, _ = split_lines(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"), 1, Landing().max_line_bytes)
+    frame, _ = _normalize(ctx, 0, log_file, frame, FileClock())
+    events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
+    return resolve_peers(events, ctx.nodes, ctx.addresses).collect()

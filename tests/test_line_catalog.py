@@ -1,4 +1,5 @@
-"""The line catalog: every sample line of docs/log-formats (tests/catalog/*.yaml) yields exactly the expected events.
+"""The line catalog: every sample line of log-formats.md (tests/catalog/*.yaml), run through the production path
+(decorations, timestamps, placement, extraction), yields exactly the expected events.
 
 Case format (one YAML list per family file)::
 
@@ -24,7 +25,8 @@ import polars as pl
 import pytest
 import yaml
 
-from firstfault.transforms.extract import EVENT_SCHEMA, events_from_text
+from firstfault.landing import events_from_lines
+from firstfault.transforms.extract import EVENT_SCHEMA
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
 CASE_KEYS = {"ref", "source", "node", "lines", "expect"}
@@ -90,7 +92,7 @@ def test_catalog_is_not_empty():
 def test_line_catalog(file: str, index: int, case: Any) -> None:
     where = f"{file}[{index}]"
     _check_case_shape(case, where)
-    ev = events_from_text(case["lines"], case.get("source", "applog"), node=case.get("node"))
+    ev = events_from_lines(case["lines"], case.get("source", "applog"), node=case.get("node"))
     assert ev.schema == pl.Schema(EVENT_SCHEMA), f"{where}: output schema differs from EVENT_SCHEMA"
     rows = ev.to_dicts()
     summary = "\n".join(
