@@ -102,7 +102,8 @@ def grep_time(files: list[Path], triggers: list[str]) -> float:
         f.write("\n".join(re.sub(r"([.^$*+?()[\]{}|\\])", r"\\\1", t) for t in triggers))
         pattern_file = f.name
     started = time.perf_counter()
-    done = subprocess.run(["grep", "-E", "-c", "-f", pattern_file, *map(str, files)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # stdout must be a pipe: GNU grep stops at the first match when it sees /dev/null
+    done = subprocess.run(["grep", "-E", "-c", "-f", pattern_file, *map(str, files)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if done.returncode not in (0, 1):
         raise RuntimeError(f"grep failed: {done.stderr.decode()[:300]}")
     return time.perf_counter() - started

@@ -36,6 +36,7 @@ class Lake:
             source,
             path,
             format="parquet",
+            file_options=_parquet_options(schema),
             filesystem=self.fs,
             basename_template="part-{i}.parquet",
             existing_data_behavior="delete_matching",
@@ -66,6 +67,15 @@ class Lake:
 
     def glob_url(self, table: str) -> str:
         return self.fs.unstrip_protocol(posixpath.join(self._root_path, table)) + "/*/*/*.parquet"
+
+
+# Free text never repeats: dictionary-encoding it only costs time.
+_FREE_TEXT = {"raw", "message", "msg", "text", "fields", "summary", "locator"}
+
+
+def _parquet_options(schema: pa.Schema):
+    dictionary = [f.name for f in schema if f.name not in _FREE_TEXT]
+    return ds.ParquetFileFormat().make_write_options(compression="zstd", compression_level=1, use_dictionary=dictionary)
 
 
 class _Counter:

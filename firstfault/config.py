@@ -22,6 +22,7 @@ class Attribution:
 class Landing:
     batch_bytes: int = 64 * 1024 * 1024
     max_line_bytes: int = 64 * 1024
+    workers: int = 0  # processes landing attempts in parallel; 0 = one per core when the input is big
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timezone
 
+import fsspec
 import polars as pl
 import pyarrow as pa
 
@@ -47,6 +51,7 @@ REPORT_SCHEMA = pa.schema(
 )
 # A file whose first batch is mostly NUL-bearing or undecodable lines is binary, not a log.
 _BINARY_SHARE = 0.3
+_PREPARE_THREADS = 2
 
 
 @dataclass
@@ -80,24 +85,36 @@ def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], setti
     return result
 
 
+def input_bytes(ctx: AttemptContext) -> int:
+    """Size of the attempt's log files (0 for what cannot be listed)."""
+    files, _ = resolve_logs(ctx)
+    total = 0
+    for f in files:
+        try:
+            fs, path = fsspec.core.url_to_fs(f.uri)
+            total += fs.size(path) or 0
+        except OSError:
+            continue
+    return total
+
+
 def _land_file(ctx, index: int, log_file: LogFile, triggers, candidates, settings: Landing, result: LandingResult):
     stats = LineStats()
     rows = 0
     clock = FileClock(boot_time=dict(ctx.boot_times).get(log_file.node))
     status, reason = "ok", None
+    trigger_regex = _literal_alternation(triggers)
     try:
-        for n, (chunk, first_line, cut_bytes) in enumerate(read_batches(log_file.uri, settings.batch_bytes, settings.max_line_bytes)):
-            lines, batch_stats = split_lines(chunk, first_line, settings.max_line_bytes)
-            batch_stats.truncated += bool(cut_bytes) and not batch_stats.truncated
+        for n, (frame, batch_stats) in enumerate(_prepared_batches(ctx, index, log_file, trigger_regex, settings)):
             stats.add(batch_stats)
             if n == 0 and batch_stats.lines and (batch_stats.binary + batch_stats.malformed) / batch_stats.lines > _BINARY_SHARE:
                 status, reason = "skipped", "binary content, not a text log"
                 break
-            frame, clock = _normalize(ctx, index, log_file, lines, clock)
+            frame, clock = anchor_file_clock(frame, clock)
             if frame.height == 0:
                 continue
             rows += frame.height
-            candidates.append(frame.filter(pl.col("msg").str.contains_any(triggers)).select(CANDIDATE_COLUMNS))
+            candidates.append(frame.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS))
             yield from frame.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches()
     except (OSError, EOFError, ValueError) as e:  # unreadable or corrupt (e.g. a truncated .gz): report, keep going
         status, reason = "error", f"{type(e).__name__}: {e}"
@@ -112,7 +129,32 @@ def _land_file(ctx, index: int, log_file: LogFile, triggers, candidates, setting
     )
 
 
-def _normalize(ctx: AttemptContext, index: int, log_file: LogFile, lines: pl.DataFrame, clock: FileClock):
+def _prepared_batches(ctx, index: int, log_file: LogFile, trigger_regex: str, settings: Landing):
+    """Split and normalise the batches of one file, two at a time: polars releases the GIL, so the next batch is
+    prepared on the other core while this one is written. At most two batches are in flight (bounded memory)."""
+    in_flight: deque[Future] = deque()
+    with ThreadPoolExecutor(max_workers=_PREPARE_THREADS) as pool:
+        for chunk, first_line, cut_bytes in read_batches(log_file.uri, settings.batch_bytes, settings.max_line_bytes):
+            in_flight.append(pool.submit(_prepare, ctx, index, log_file, chunk, first_line, cut_bytes, trigger_regex, settings))
+            if len(in_flight) >= _PREPARE_THREADS:
+                yield in_flight.popleft().result()
+        while in_flight:
+            yield in_flight.popleft().result()
+
+
+def _prepare(ctx, index, log_file, chunk, first_line, cut_bytes, trigger_regex, settings: Landing):
+    lines, stats = split_lines(chunk, first_line, settings.max_line_bytes)
+    stats.truncated += bool(cut_bytes) and not stats.truncated
+    frame = _normalize(ctx, index, log_file, lines).with_columns(_candidate=pl.col("msg").str.contains(trigger_regex))
+    return frame.collect(), stats
+
+
+def _literal_alternation(literals) -> str:
+    """One regex OR-ing the literals: polars runs it as a multi-literal search, faster than contains_any here."""
+    return "|".join(re.escape(t) for t in sorted(literals, key=len, reverse=True))
+
+
+def _normalize(ctx: AttemptContext, index: int, log_file: LogFile, lines: pl.DataFrame) -> pl.LazyFrame:
     window_end = ctx.end or ctx.start
     lf = strip_decorations(lines.lazy())
     lf = parse_timestamps(
@@ -122,11 +164,10 @@ def _normalize(ctx: AttemptContext, index: int, log_file: LogFile, lines: pl.Dat
     lf = place_lines(
         lf, nodes=ctx.nodes, rank_map=ctx.rank_map(), file_node=log_file.node, file_rank=log_file.rank, label_mode=log_file.label
     )
-    frame = lf.with_columns(
+    return lf.with_columns(
         attempt_id=pl.lit(ctx.attempt_id), source=pl.lit(log_file.source), uri=pl.lit(log_file.uri),
         file_index=pl.lit(index, pl.Int32),
-    ).collect()
-    return anchor_file_clock(frame, clock)
+    )
 
 
 def _events(ctx: AttemptContext, candidates: list[pl.DataFrame], patterns: list[Pattern]) -> pl.DataFrame:
@@ -208,6 +249,6 @@ def events_from_lines(lines: list[str], source: str = "applog", *, node: str | N
     )
     log_file = LogFile(source, "mem://lines", node, None, "rank", "<lines>")
     frame, _ = split_lines(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"), 1, Landing().max_line_bytes)
-    frame, _ = _normalize(ctx, 0, log_file, frame, FileClock())
+    frame, _ = anchor_file_clock(_normalize(ctx, 0, log_file, frame).collect(), FileClock())
     events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
     return resolve_peers(events, ctx.nodes, ctx.addresses).collect()

@@ -1,7 +1,11 @@
 """The plain functions a run is made of; flows only wire them (land -> attribute -> load)."""
 from __future__ import annotations
 
+import multiprocessing
+import os
 import uuid
+from concurrent.futures import ProcessPoolExecutor
+from itertools import repeat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -14,7 +18,7 @@ from firstfault.attribution import catalog_path, load_rules, register_reference,
 from firstfault.config import Config
 from firstfault.connectors.lake import Lake
 from firstfault.connectors.static_context import AttemptContext
-from firstfault.landing import LandingResult, land_attempt
+from firstfault.landing import LandingResult, input_bytes, land_attempt
 from firstfault.transforms.extract import load_patterns
 from firstfault.warehouse.store import load_attempts
 
@@ -26,9 +30,31 @@ class AttributionTables:
 
 
 def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Sequence[Path] = ()) -> list[LandingResult]:
-    lake = Lake(config.lake.root)
+    """Land every attempt; big runs use several processes (each attempt is landed whole by one of them)."""
     patterns = load_patterns(pattern_dirs)
-    return [land_attempt(ctx, lake, patterns, config.landing) for ctx in contexts]
+    workers = _landing_workers(contexts, config.landing)
+    if workers <= 1:
+        lake = Lake(config.lake.root)
+        return [land_attempt(ctx, lake, patterns, config.landing) for ctx in contexts]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_land_one, contexts, repeat(config), repeat(patterns)))
+
+
+def _land_one(ctx: AttemptContext, config: Config, patterns) -> LandingResult:
+    return land_attempt(ctx, Lake(config.lake.root), patterns, config.landing)
+
+
+# Below this much input a second process costs more (interpreter and imports) than it saves.
+_PARALLEL_MIN_BYTES = 256 * 1024 * 1024
+
+
+def _landing_workers(contexts: Sequence[AttemptContext], settings) -> int:
+    if settings.workers:
+        return min(settings.workers, len(contexts))
+    if len(contexts) < 2:
+        return 1
+    total = sum(input_bytes(ctx) for ctx in contexts)
+    return min(os.cpu_count() or 1, len(contexts)) if total >= _PARALLEL_MIN_BYTES else 1
 
 
 def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Sequence[Path] = ()) -> AttributionTables:
