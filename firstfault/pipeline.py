@@ -95,7 +95,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Seq
 
 
 def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequence[AttemptContext]) -> None:
-    for table, view in (("events", "events_all"), ("context", "attempts_raw"), ("inputs", "reports")):
+    for table, view in (("events", "events_all"), ("context", "attempts_raw"), ("inputs", "reports"), ("metrics", "metrics")):
         files = [f for ctx in contexts for f in lake.files(table, ctx.day, ctx.attempt_key)]
         if not files:
             raise FileNotFoundError(f"nothing landed in {lake.root}/{table} for the requested attempts")
