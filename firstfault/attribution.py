@@ -4,13 +4,20 @@ The caller registers four relations on the connection: `events_all` (events, DES
 row per attempt), `reports` (connector reports) — plus this module adds `xid_catalog` and `params`. Every rule file
 is one SELECT returning rule hits (DESIGN §4); they are checked for the contract's columns, UNIONed, ranked
 (`_rank.sql`) and turned into verdict rows (`_verdict.sql`).
+
+A rule may also be a Python file (`*.py` with a top-level `RULE = {...}` header dict and
+`def hits(con) -> duckdb.DuckDBPyRelation | pyarrow.Table`) for logic SQL cannot express: it is imported from its
+path (never via sys.path), called with the connection once the shared views exist, and its result becomes a temp
+table that is checked and UNIONed like a SQL rule's SELECT.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import re
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -31,8 +38,17 @@ HEADER_KEYS = ("id", "detects", "domain", "inputs")
 class Rule:
     id: str
     path: Path
-    sql: str
+    sql: str  # the SELECT; for a Python rule: SELECT * FROM the temp table its hits() result is stored in
     header: dict[str, str]
+    hits: Callable | None = field(default=None, compare=False)  # Python rules only
+
+    @property
+    def language(self) -> str:
+        return "sql" if self.hits is None else "python"
+
+
+def python_rule_table(rule_id: str) -> str:
+    return f"_pyrule_{rule_id}"
 
 
 def builtin_rules_dir() -> Path:
@@ -59,29 +75,111 @@ def parse_header(text: str) -> dict[str, str]:
     return header
 
 
-def load_rules(extra_dirs: Sequence[Path] = ()) -> list[Rule]:
-    rules, seen = [], {}
-    for folder in (builtin_rules_dir(), *extra_dirs):
-        for path in sorted(Path(folder).glob("*.sql")):
-            if path.name.startswith("_"):
+def rule_files(folder: Path) -> list[Path]:
+    """Rule files of a folder: `*.sql`, and `*.py` with a top-level `RULE` assignment (helpers and test modules
+    beside them are not rules); names starting with `_` are skipped."""
+    out = []
+    for path in sorted(Path(folder).glob("*.sql")) + sorted(Path(folder).glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        if path.suffix == ".py" and not _defines_rule(path):
+            continue
+        out.append(path)
+    return sorted(out, key=lambda p: p.name)
+
+
+def _defines_rule(path: Path) -> bool:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return True  # let load_rule report it
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "RULE" for t in targets):
+            return True
+    return False
+
+
+def load_rule(path: Path) -> Rule:
+    """One rule file; BadInput (file + field) when its header or interface is wrong."""
+    if path.suffix == ".py":
+        return _load_python_rule(path)
+    text = path.read_text(encoding="utf-8")
+    header = parse_header(text)
+    _check_header(path, header)
+    return Rule(header["id"], path, text.rstrip().rstrip(";"), header)
+
+
+def _check_header(path: Path, header: dict) -> None:
+    missing = [k for k in HEADER_KEYS if k not in header]
+    if missing:
+        raise BadInput(str(path), missing[0], "rule header key missing")
+    empty = [k for k in HEADER_KEYS if not isinstance(header[k], str) or not header[k].strip()]
+    if empty:
+        raise BadInput(str(path), empty[0], "rule header value must be a non-empty string")
+    if header["id"] != path.stem:
+        raise BadInput(str(path), "id", f"must equal the file name {path.stem!r}")
+
+
+def _load_python_rule(path: Path) -> Rule:
+    module_name = f"firstfault_rule_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise BadInput(str(path), "-", "cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)  # not put in sys.modules, sys.path untouched
+    except Exception as e:
+        raise BadInput(str(path), "-", f"import failed: {type(e).__name__}: {e}") from None
+    header = getattr(module, "RULE", None)
+    if not isinstance(header, dict):
+        raise BadInput(str(path), "RULE", "must be a dict with keys " + ", ".join(HEADER_KEYS))
+    header = {k: (", ".join(v) if isinstance(v, (list, tuple)) else v) for k, v in header.items()}
+    _check_header(path, header)
+    hits = getattr(module, "hits", None)
+    if not callable(hits):
+        raise BadInput(str(path), "hits", "must be a function hits(con) returning a DuckDB relation or a pyarrow Table")
+    return Rule(header["id"], path, f'SELECT * FROM "{python_rule_table(header["id"])}"', header, hits)
+
+
+def collect_rules(extra_dirs: Sequence[Path] = ()) -> tuple[list[Rule], list[BadInput]]:
+    """Built-in rules then those of `extra_dirs`, plus every problem found (instead of stopping at the first)."""
+    rules, problems, seen = [], [], {}
+    folders, done = [], set()
+    for folder in (builtin_rules_dir(), *map(Path, extra_dirs)):
+        key = folder.resolve()
+        if key not in done:
+            done.add(key)
+            folders.append(folder)
+    for folder in folders:
+        if not folder.is_dir():
+            problems.append(BadInput(str(folder), "-", "no such rules directory"))
+            continue
+        for path in rule_files(folder):
+            try:
+                rule = load_rule(path)
+            except BadInput as e:
+                problems.append(e)
                 continue
-            text = path.read_text(encoding="utf-8")
-            header = parse_header(text)
-            missing = [k for k in HEADER_KEYS if k not in header]
-            if missing:
-                raise BadInput(str(path), missing[0], "rule header key missing")
-            if header["id"] != path.stem:
-                raise BadInput(str(path), "id", f"must equal the file name {path.stem!r}")
-            if header["id"] in seen:
-                raise BadInput(str(path), "id", f"duplicate rule id, also in {seen[header['id']]}")
-            seen[header["id"]] = path
-            rules.append(Rule(header["id"], path, text.rstrip().rstrip(";"), header))
+            if rule.id in seen:
+                problems.append(BadInput(str(path), "id", f"duplicate rule id, also in {seen[rule.id]}"))
+                continue
+            seen[rule.id] = path
+            rules.append(rule)
+    return rules, problems
+
+
+def load_rules(extra_dirs: Sequence[Path] = ()) -> list[Rule]:
+    rules, problems = collect_rules(extra_dirs)
+    if problems:
+        raise problems[0]
     return rules
 
 
-def rules_version(rules: Sequence[Rule]) -> str:
+def rules_version(rules: Sequence[Rule], pattern_dirs: Sequence[Path] = ()) -> str:
     digest = hashlib.sha256()
     files = [r.path for r in rules] + sorted(builtin_rules_dir().glob("_*.sql")) + sorted(patterns_dir().glob("*.yaml")) + [catalog_path()]
+    files += [p for d in pattern_dirs for p in sorted(Path(d).glob("*.yaml"))]
     for path in sorted(files, key=lambda p: (p.name, str(p))):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
@@ -98,8 +196,63 @@ def register_reference(con: duckdb.DuckDBPyConnection, settings: Attribution, ve
     con.execute(f"CREATE OR REPLACE TEMP TABLE params AS SELECT {cols}, CAST(? AS VARCHAR) AS rules_version", [*values.values(), version])
 
 
+def register_empty_inputs(con: duckdb.DuckDBPyConnection) -> None:
+    """Empty `events_all`, `attempts`, `reports` and `metrics` with the lake's schemas (what `rules lint` checks
+    every rule's output columns against)."""
+    import polars as pl
+
+    from firstfault.connectors.metrics_csv import METRICS_SCHEMA
+    from firstfault.landing import CONTEXT_SCHEMA, REPORT_SCHEMA, events_arrow_schema
+
+    metrics = pl.DataFrame(schema={"attempt_id": pl.String, **METRICS_SCHEMA}).to_arrow()
+    for name, table in (
+        ("events_all", events_arrow_schema().empty_table()),
+        ("attempts_raw", CONTEXT_SCHEMA.empty_table()),
+        ("reports", REPORT_SCHEMA.empty_table()),
+        ("metrics", metrics),
+    ):
+        con.register(f"_empty_{name}", table)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM _empty_{name}")
+        con.unregister(f"_empty_{name}")
+    con.execute("CREATE OR REPLACE TEMP TABLE attempts AS SELECT *, strftime(start_ts, '%Y-%m-%d') AS day FROM attempts_raw")
+
+
+def prepare(con: duckdb.DuckDBPyConnection) -> None:
+    """The shared views every rule reads (`_views.sql`); inputs and reference tables must be registered."""
+    _run_script(con, builtin_rules_dir() / "_views.sql")
+
+
+def materialize_python_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> None:
+    """Call a Python rule's hits(con) and store the result as the temp table its `sql` selects from."""
+    table = python_rule_table(rule.id)
+    try:
+        result = rule.hits(con)
+    except duckdb.Error as e:
+        raise BadInput(str(rule.path), "hits", f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+    if isinstance(result, duckdb.DuckDBPyRelation):
+        result.create_view(f"{table}_result", replace=True)
+        con.execute(f'CREATE OR REPLACE TEMP TABLE "{table}" AS SELECT * FROM "{table}_result"')
+        con.execute(f'DROP VIEW "{table}_result"')
+        return
+    if hasattr(result, "to_arrow") and not hasattr(result, "schema"):  # a polars DataFrame
+        result = result.to_arrow()
+    try:
+        con.register(f"{table}_result", result)
+    except Exception:
+        raise BadInput(str(rule.path), "hits", f"must return a DuckDB relation or a pyarrow Table, got {type(result).__name__}") from None
+    try:
+        con.execute(f'CREATE OR REPLACE TEMP TABLE "{table}" AS SELECT * FROM "{table}_result"')
+    finally:
+        con.unregister(f"{table}_result")
+
+
 def check_rule_output(con: duckdb.DuckDBPyConnection, rule: Rule) -> None:
-    described = con.execute(f"DESCRIBE ({rule.sql})").fetchall()
+    if rule.hits is not None:
+        materialize_python_rule(con, rule)
+    try:
+        described = con.execute(f"DESCRIBE ({rule.sql})").fetchall()
+    except duckdb.Error as e:
+        raise BadInput(str(rule.path), "sql", f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
     names = tuple(row[0] for row in described)
     if names != HIT_COLUMNS:
         raise BadInput(str(rule.path), "columns", f"must be {', '.join(HIT_COLUMNS)}; got {', '.join(names)}")
@@ -107,7 +260,7 @@ def check_rule_output(con: duckdb.DuckDBPyConnection, rule: Rule) -> None:
 
 def run_rules(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
     """Create `rule_hits`, `causes`, `outcome`, `evidence_rows` and `verdict_rows` temp tables."""
-    _run_script(con, builtin_rules_dir() / "_views.sql")
+    prepare(con)
     for rule in rules:
         check_rule_output(con, rule)
     typed = [

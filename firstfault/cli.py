@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     attribute.add_argument("--json", action="store_true", help="print the verdict object")
     attribute.add_argument("--warehouse", help="DuckDB file (default from the config: ./firstfault.duckdb)")
     attribute.add_argument("--lake", help="lake root URL (default from the config: ./lake)")
-    attribute.add_argument("--config", help="firstfault.toml")
+    attribute.add_argument("--config", help="firstfault.toml (its [rules] and [patterns] dirs add site rules and patterns)")
     attribute.add_argument("--prefect", choices=("auto", "always", "never"), default="auto",
                            help="run as a Prefect flow: auto = when PREFECT_API_URL is set")
     attribute.set_defaults(handler=_attribute)
@@ -57,7 +57,54 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("--config", help="firstfault.toml")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.set_defaults(handler=_sql)
+
+    rules = sub.add_parser("rules", help="test and lint rules (built-in and site rules from the config)")
+    rules_sub = rules.add_subparsers(dest="rules_command", required=True)
+    dirs_help = ("fixture folders (*.yaml cases; rule files beside them are loaded too); default: the config's "
+                 "[rules] dirs plus tests/rules when run from a source checkout")
+    test = rules_sub.add_parser("test", help="run every fixture case like `promtool test rules`; exit 1 when one fails")
+    test.add_argument("dirs", nargs="*", metavar="DIR", help=dirs_help)
+    lint = rules_sub.add_parser("lint", help="check rule headers, ids, output columns, fixture coverage and pattern files")
+    lint.add_argument("dirs", nargs="*", metavar="DIR", help=dirs_help)
+    for p in (test, lint):
+        p.add_argument("--config", help="firstfault.toml ([rules] dirs, [patterns] dirs)")
+        p.add_argument("--patterns", action="append", default=[], metavar="DIR", help="extra pattern folder (repeatable)")
+    test.set_defaults(handler=_rules_test)
+    lint.set_defaults(handler=_rules_lint)
     return parser
+
+
+def _rules_test(args) -> int:
+    from firstfault.config import resolve_config
+    from firstfault.rule_kit import resolve_dirs, run_tests
+
+    dirs = resolve_dirs(resolve_config(args.config), args.dirs, args.patterns)
+    results, _ = run_tests(dirs)
+    failed = 0
+    for case_id, problems in results:
+        if problems:
+            failed += 1
+            print(f"FAIL {case_id}")
+            for problem in problems:
+                print(f"    {problem}")
+        else:
+            print(f"PASS {case_id}")
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def _rules_lint(args) -> int:
+    from firstfault.config import resolve_config
+    from firstfault.rule_kit import lint, resolve_dirs
+
+    problems, summary = lint(resolve_dirs(resolve_config(args.config), args.dirs, args.patterns))
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} ({summary})")
+        return 1
+    print(f"ok: {summary}")
+    return 0
 
 
 def _attribute(args) -> int:

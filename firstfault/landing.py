@@ -20,13 +20,15 @@ import polars as pl
 import pyarrow as pa
 
 from firstfault.config import Landing
+from firstfault.connectors.flight_recorder import ENTRY_SCHEMA as FR_ENTRY_SCHEMA, dump_events, read_dumps
 from firstfault.connectors.lake import Lake
 from firstfault.connectors.local_files import LogFile, fingerprint, read_batches, resolve_logs, resolve_paths
 from firstfault.connectors.metrics_csv import METRICS_SCHEMA, read_metrics
 from firstfault.connectors.static_context import AttemptContext
 from firstfault.transforms.decorations import strip_decorations
-from firstfault.transforms.extract import EVENT_SCHEMA, Pattern, extract_events, trigger_literals
+from firstfault.transforms.extract import EVENT_SCHEMA, LINE_SCHEMA, Pattern, conform_events, extract_events, trigger_literals
 from firstfault.transforms.lines import LineStats, split_lines
+from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS
 from firstfault.transforms.peers import resolve_peers
 from firstfault.transforms.placement import place_lines
@@ -41,7 +43,7 @@ LOGS_SCHEMA = pa.schema(
         ("raw", pa.string()),
     ]
 )
-CANDIDATE_COLUMNS = ["attempt_id", "source", "file_index", "uri", "line", "node", "rank", "local_rank", "ts", "ts_quality", "msg", "raw"]
+CANDIDATE_COLUMNS = list(LINE_SCHEMA)
 REPORT_SCHEMA = pa.schema(
     [
         ("attempt_id", pa.string()), ("connector", pa.string()), ("source", pa.string()), ("uri", pa.string()),
@@ -76,9 +78,13 @@ def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], setti
             yield from _land_file(ctx, index, log_file, triggers, candidates, settings, result)
 
     result.log_rows = lake.write("logs", ctx.day, ctx.attempt_key, log_batches(), LOGS_SCHEMA)
-    events = _events(ctx, candidates, patterns)
-    result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, events.to_arrow(), events_arrow_schema())
     metrics = _land_metrics(ctx, result)
+    events = _events(ctx, candidates, patterns, metrics)
+    fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
+    if fr_events.height:
+        events = pl.concat([events, conform_events(fr_events.lazy()).collect()], how="vertical_relaxed")
+    result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, events.to_arrow(), events_arrow_schema())
+    lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
     result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
     lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx), CONTEXT_SCHEMA)
     lake.write("inputs", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, REPORT_SCHEMA), REPORT_SCHEMA)
@@ -170,14 +176,12 @@ def _normalize(ctx: AttemptContext, index: int, log_file: LogFile, lines: pl.Dat
     )
 
 
-def _events(ctx: AttemptContext, candidates: list[pl.DataFrame], patterns: list[Pattern]) -> pl.DataFrame:
-    if candidates:
-        lines = pl.concat(candidates, how="vertical_relaxed").lazy()
-    else:
-        lines = pl.LazyFrame(schema={c: EVENT_SCHEMA.get(c, pl.Int32 if c == "file_index" else pl.String) for c in CANDIDATE_COLUMNS})
-        lines = lines.with_columns(msg=pl.lit(None, pl.String))
+def _events(ctx: AttemptContext, candidates: list[pl.DataFrame], patterns: list[Pattern], metrics: pa.Table | None = None) -> pl.DataFrame:
+    lines = pl.concat(candidates, how="vertical_relaxed").lazy() if candidates else pl.LazyFrame(schema=LINE_SCHEMA)
     events = extract_events(lines, patterns)
     events = resolve_peers(events, ctx.nodes, ctx.addresses)
+    if metrics is not None and metrics.num_rows:  # metric anomalies are events too (transforms/metric_events.py)
+        events = pl.concat([conform_events(events), metric_events(pl.from_arrow(metrics).lazy())], how="vertical_relaxed")
     return events.sort("ts", "source", "uri", "line", "kind", nulls_last=True).collect()
 
 
@@ -196,6 +200,22 @@ def _land_metrics(ctx: AttemptContext, result: LandingResult) -> pa.Table:
         result.reports.append(_report(ctx, "metrics_csv", "metrics", uri, report.status, frame.height, report.reason, _safe_fingerprint(uri)))
     table = pl.concat(frames) if frames else pl.DataFrame(schema=METRICS_SCHEMA)
     return table.with_columns(attempt_id=pl.lit(ctx.attempt_id)).select("attempt_id", *METRICS_SCHEMA).to_arrow()
+
+
+def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index_base: int) -> tuple[pa.Table, pl.DataFrame]:
+    """Flight-recorder dumps -> the `flight_recorder` table (always written, fixed schema) and their events."""
+    uris, missing = resolve_paths(ctx, ctx.flight_recorder)
+    for m in missing:
+        result.reports.append(_report(ctx, "flight_recorder", "flight_recorder", m, "missing", 0, "no file matches"))
+    entries, reports = read_dumps(uris, ctx)
+    for r in reports:
+        result.reports.append(_report(ctx, "flight_recorder", "flight_recorder", r["uri"], r["status"], r["rows"], r["reason"],
+                                      _safe_fingerprint(r["uri"])))
+    events = dump_events(entries, reports, ctx, file_index_base)
+    return entries.to_arrow().cast(FLIGHT_RECORDER_SCHEMA), events
+
+
+FLIGHT_RECORDER_SCHEMA = pl.DataFrame(schema=FR_ENTRY_SCHEMA).to_arrow().schema
 
 
 CONTEXT_SCHEMA = pa.schema(

@@ -19,7 +19,8 @@ from firstfault.config import Config
 from firstfault.connectors.lake import Lake
 from firstfault.connectors.static_context import AttemptContext
 from firstfault.landing import LandingResult, input_bytes, land_attempt
-from firstfault.transforms.extract import load_patterns
+from firstfault.errors import BadInput
+from firstfault.transforms.extract import PatternError, load_patterns
 from firstfault.warehouse.store import load_attempts
 
 
@@ -29,9 +30,14 @@ class AttributionTables:
     rules_version: str
 
 
-def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Sequence[Path] = ()) -> list[LandingResult]:
-    """Land every attempt; big runs use several processes (each attempt is landed whole by one of them)."""
-    patterns = load_patterns(pattern_dirs)
+def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Sequence[Path] | None = None) -> list[LandingResult]:
+    """Land every attempt; big runs use several processes (each attempt is landed whole by one of them).
+    `pattern_dirs` (default: the config's `[patterns] dirs`) are merged after the built-in patterns."""
+    dirs = config.patterns.dirs if pattern_dirs is None else pattern_dirs
+    try:
+        patterns = load_patterns([Path(d) for d in dirs])
+    except PatternError as e:
+        raise BadInput(", ".join(map(str, dirs)) or "built-in patterns", "patterns", str(e)) from None
     workers = _landing_workers(contexts, config.landing)
     if workers <= 1:
         lake = Lake(config.lake.root)
@@ -57,17 +63,21 @@ def _landing_workers(contexts: Sequence[AttemptContext], settings) -> int:
     return min(os.cpu_count() or 1, len(contexts)) if total >= _PARALLEL_MIN_BYTES else 1
 
 
-def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Sequence[Path] = ()) -> AttributionTables:
-    """Run every rule over the landed events of all `contexts` in one DuckDB pass."""
+def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Sequence[Path] | None = None,
+              history: Sequence[dict] | None = None) -> AttributionTables:
+    """Run every rule (built-in, then `rule_dirs`, default the config's `[rules] dirs`) over the landed events of all
+    `contexts` in one DuckDB pass. `history` (rows of HISTORY_COLUMNS) replaces the warehouse as the record of earlier
+    attempts when given (fixtures); otherwise the warehouse is read when it exists."""
     lake = Lake(config.lake.root)
-    rules = load_rules(rule_dirs)
-    version = rules_version(rules)
+    rules = load_rules([Path(d) for d in (config.rules.dirs if rule_dirs is None else rule_dirs)])
+    version = rules_version(rules, [Path(d) for d in config.patterns.dirs])
     con = duckdb.connect()
     try:
         if not lake.is_local:
             con.register_filesystem(lake.fs)
         _register_lake(con, lake, contexts)
         register_reference(con, config.attribution, version)
+        register_history(con, config, history)
         run_rules(con, rules)
         tables = {
             "attributions": con.sql(
@@ -94,8 +104,57 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Seq
     return AttributionTables(tables, version)
 
 
+HISTORY_COLUMNS = (
+    "attempt_id VARCHAR, workload_id VARCHAR, cluster VARCHAR, attempt BIGINT, verdict VARCHAR, domain VARCHAR, "
+    "subdomain VARCHAR, culprit_nodes VARCHAR[], root_fingerprint VARCHAR, progress BIGINT, start_ts TIMESTAMP"
+)
+
+
+def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Sequence[dict] | None = None) -> None:
+    """The `history` relation (docs/DESIGN.md §4.3): verdicts of earlier attempts of the workloads being attributed,
+    from the warehouse (read-only) or from `rows`. The attempts of this run are added by _verdict.sql itself."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE history ({HISTORY_COLUMNS})")
+    if rows is not None:
+        names = [c.split()[0] for c in HISTORY_COLUMNS.split(", ")]
+        for row in rows:
+            con.execute(f"INSERT INTO history ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                        [row.get(n) for n in names])
+        return
+    path = Path(config.warehouse.path)
+    if not path.exists():
+        return
+    from firstfault.warehouse.store import connect_reader
+
+    try:
+        wh = connect_reader(str(path))
+    except Exception:  # an unreadable warehouse means no history, never a failed attribution
+        return
+    try:
+        keys = con.sql("SELECT DISTINCT cluster, workload_id FROM attempts").fetchall()
+        if not keys:
+            return
+        wh.execute("CREATE TEMP TABLE wanted (cluster VARCHAR, workload_id VARCHAR)")
+        wh.executemany("INSERT INTO wanted VALUES (?, ?)", keys)
+        table = wh.sql(
+            "SELECT a.attempt_id, a.workload_id, a.cluster, CAST(a.attempt AS BIGINT) AS attempt, a.verdict, a.domain, a.subdomain, "
+            "CAST(a.culprit_nodes AS VARCHAR[]) AS culprit_nodes, "
+            "concat_ws('|', a.domain, a.subdomain, array_to_string(list_sort(a.culprit_nodes), ',')) AS root_fingerprint, "
+            "(SELECT max(e.iteration) FROM events e WHERE e.attempt_id = a.attempt_id AND e.kind = 'progress') AS progress, "
+            "CAST(a.start_ts AS TIMESTAMP) AS start_ts "
+            "FROM attributions a JOIN wanted USING (cluster, workload_id)"
+        ).to_arrow_table()
+    except duckdb.Error:
+        return
+    finally:
+        wh.close()
+    con.register("history_warehouse", table)
+    con.execute("INSERT INTO history SELECT * FROM history_warehouse WHERE attempt_id NOT IN (SELECT attempt_id FROM attempts)")
+    con.unregister("history_warehouse")
+
+
 def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequence[AttemptContext]) -> None:
-    for table, view in (("events", "events_all"), ("context", "attempts_raw"), ("inputs", "reports"), ("metrics", "metrics")):
+    for table, view in (("events", "events_all"), ("context", "attempts_raw"), ("inputs", "reports"), ("metrics", "metrics"),
+                        ("flight_recorder", "flight_recorder")):
         files = [f for ctx in contexts for f in lake.files(table, ctx.day, ctx.attempt_key)]
         if not files:
             raise FileNotFoundError(f"nothing landed in {lake.root}/{table} for the requested attempts")

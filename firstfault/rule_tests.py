@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import yaml
 
-from firstfault.config import Config, LakeSettings, WarehouseSettings
+from firstfault.config import Config, LakeSettings, PatternSettings, RuleSettings, WarehouseSettings
 from firstfault.connectors.static_context import context_from_dict
 from firstfault.errors import BadInput
 from firstfault.pipeline import attribute, land
@@ -31,6 +31,8 @@ class Case:
     logs: dict[str, list[str]]  # "source" or "source/node" -> lines
     expect: dict
     path: Path
+    metrics: tuple[str, ...] = ()  # CSV lines (header first) -> metrics/all.csv
+    history: tuple[dict, ...] = ()  # earlier attempts of the workload -> the `history` relation (DESIGN §4.3)
 
     @property
     def id(self) -> str:
@@ -41,15 +43,47 @@ def load_cases(folders: list[Path]) -> list[Case]:
     cases = []
     for folder in folders:
         for path in sorted(Path(folder).glob("*.yaml")):
-            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            try:
+                doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except (yaml.YAMLError, UnicodeDecodeError) as e:
+                raise BadInput(str(path), "-", f"not valid YAML: {str(e).splitlines()[0]}") from None
+            if not isinstance(doc, dict):
+                raise BadInput(str(path), "-", "a fixture file is a mapping with `rule` and `cases`")
+            if not isinstance(doc.get("cases") or [], list):
+                raise BadInput(str(path), "cases", "must be a list")
             rule = doc.get("rule") or path.stem
+            if not isinstance(rule, str):
+                raise BadInput(str(path), "rule", "must be a rule id")
             for i, c in enumerate(doc.get("cases") or []):
+                if not isinstance(c, dict):
+                    raise BadInput(str(path), f"cases[{i}]", "must be a mapping")
                 for key in ("name", "kind", "expect"):
                     if key not in c:
                         raise BadInput(str(path), f"cases[{i}].{key}", "required")
+                for key, want in (("name", str), ("expect", dict), ("context", (dict, type(None))), ("logs", (dict, type(None)))):
+                    if key in c and not isinstance(c[key], want):
+                        raise BadInput(str(path), f"cases[{i}].{key}", "must be a " + ("string" if want is str else "mapping"))
+                for key, lines in (c.get("logs") or {}).items():
+                    if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+                        raise BadInput(str(path), f"cases[{i}].logs.{key}", "must be a list of strings (quote lines with ': ')")
+                for key in ("hits", "no_hits"):
+                    if not isinstance(c["expect"].get(key, []), list) or not all(isinstance(h, dict) for h in c["expect"].get(key, [])):
+                        raise BadInput(str(path), f"cases[{i}].expect.{key}", "must be a list of mappings")
                 if c["kind"] not in ("positive", "negative"):
                     raise BadInput(str(path), f"cases[{i}].kind", "must be positive or negative")
-                cases.append(Case(rule, c["name"], c["kind"], c.get("context") or {}, c.get("logs") or {}, c["expect"], path))
+                context = {**(c.get("context") or {}), **({"flight_recorder": c["flight_recorder"]} if "flight_recorder" in c else {})}
+                history = c.get("history") or []
+                if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
+                    raise BadInput(str(path), f"cases[{i}].history", "must be a list of mappings")
+                if history and "attempt" not in context:
+                    context["attempt"] = len(history)
+                cases.append(Case(rule, c["name"], c["kind"], context, c.get("logs") or {}, c["expect"], path, tuple(c.get("metrics") or ()),
+                                  tuple(history)))
+    seen: dict[str, Path] = {}
+    for case in cases:
+        if case.id in seen:
+            raise BadInput(str(case.path), "cases.name", f"duplicate case {case.id!r}, also in {seen[case.id]}")
+        seen[case.id] = case.path
     return cases
 
 
@@ -57,10 +91,12 @@ def run_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[
     """Return case id -> list of failed expectations (empty list = pass)."""
     with tempfile.TemporaryDirectory(prefix="firstfault-rules-") as tmp:
         root = Path(tmp)
-        config = Config(lake=LakeSettings(str(root / "lake")), warehouse=WarehouseSettings(str(root / "unused.duckdb")))
+        config = Config(lake=LakeSettings(str(root / "lake")), warehouse=WarehouseSettings(str(root / "unused.duckdb")),
+                        rules=RuleSettings(tuple(map(str, rule_dirs))), patterns=PatternSettings(tuple(map(str, pattern_dirs))))
         contexts = {case.id: _materialize(case, root / f"case{i}") for i, case in enumerate(cases)}
-        land(list(contexts.values()), config, pattern_dirs)
-        result = attribute(list(contexts.values()), config, rule_dirs)
+        land(list(contexts.values()), config)
+        history = [_history_row(case, contexts[case.id], i, h) for case in cases for i, h in enumerate(case.history)]
+        result = attribute(list(contexts.values()), config, history=history)
     verdicts = {row["attempt_id"]: row for row in result.tables["attributions"].to_pylist()}
     hits = _group(result.tables["rule_hits"], "attempt_id")
     return {case.id: _check(case, verdicts[contexts[case.id].attempt_id], hits.get(contexts[case.id].attempt_id, [])) for case in cases}
@@ -76,7 +112,44 @@ def _materialize(case: Case, folder: Path):
         (folder / relative).write_text("\n".join(lines) + "\n", encoding="utf-8")
         logs.append({"source": source, "path": relative})
     doc = {**DEFAULT_CONTEXT, "workload_id": f"{case.rule}.{case.name}", **case.context, "logs": logs}
+    if case.metrics:
+        (folder / "metrics").mkdir(exist_ok=True)
+        (folder / "metrics" / "all.csv").write_text("\n".join(case.metrics) + "\n", encoding="utf-8")
+        doc["metrics"] = ["metrics/all.csv"]
+    if case.context.get("flight_recorder"):
+        doc["flight_recorder"] = _copy_dumps(case, folder)
     return context_from_dict(doc, str(case.path), str(folder))
+
+
+def _copy_dumps(case: Case, folder: Path) -> list[str]:
+    """`flight_recorder:` globs (relative to the repo root or to the YAML file) -> copies in the case folder."""
+    import glob
+    import shutil
+
+    patterns = case.context["flight_recorder"]
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    target = folder / "flight_recorder"
+    target.mkdir(exist_ok=True)
+    for pattern in patterns:
+        for base in (Path.cwd(), case.path.parent, Path(__file__).resolve().parent.parent):
+            matches = sorted(glob.glob(str(base / pattern)))
+            if matches:
+                break
+        if not matches:
+            raise BadInput(str(case.path), f"{case.name}.flight_recorder", f"no file matches {pattern!r}")
+        for m in matches:
+            shutil.copyfile(m, target / Path(m).name)
+    return ["flight_recorder/*"]
+
+
+def _history_row(case: Case, ctx, i: int, h: dict) -> dict:
+    """A fixture's `history:` entry (verdict, domain, subdomain, culprit_nodes, progress, attempt) as a history row."""
+    attempt = int(h.get("attempt", i))
+    nodes = sorted(h.get("culprit_nodes") or [])
+    return {"attempt_id": f"{ctx.cluster}/{ctx.workload_id}/{attempt}", "workload_id": ctx.workload_id, "cluster": ctx.cluster,
+            "attempt": attempt, "verdict": h.get("verdict", "attributed"), "domain": h.get("domain"), "subdomain": h.get("subdomain"),
+            "culprit_nodes": nodes, "root_fingerprint": "|".join([h.get("domain") or "", h.get("subdomain") or "", ",".join(nodes)]),
+            "progress": h.get("progress"), "start_ts": None}
 
 
 def _group(table: pa.Table, key: str) -> dict[str, list[dict]]:
@@ -91,6 +164,18 @@ def _check(case: Case, verdict: dict, hits: list[dict]) -> list[str]:
     for field in VERDICT_FIELDS:
         if field in case.expect and verdict[field] != case.expect[field]:
             problems.append(f"{field}: expected {case.expect[field]!r}, got {verdict[field]!r}")
+    quality = verdict.get("quality") or {}
+    for key, want in (case.expect.get("quality") or {}).items():
+        got = quality.get(key)
+        if key == "clock_skew_s":
+            if got is None or abs(got - want) > 1.0:
+                problems.append(f"quality.clock_skew_s: expected about {want!r}, got {got!r}")
+        elif key == "reasons":  # substrings, each must appear in some reason
+            for part in want:
+                if not any(part in r for r in got or []):
+                    problems.append(f"quality.reasons: no reason mentions {part!r} in {got!r}")
+        elif got != want:
+            problems.append(f"quality.{key}: expected {want!r}, got {got!r}")
     for want in case.expect.get("hits", []):
         if not any(all(h.get(k) == v for k, v in want.items()) for h in hits):
             problems.append(f"missing rule hit {want}")

@@ -2,16 +2,48 @@
 -- reads rule_hits, events, attempts, reports, params; writes the temp tables causes, verdict_rows, evidence_rows.
 
 -- A job-level hit (no culprit node) joins a node-level cause of the same domain/subdomain when there is one.
+-- Times are corrected by the emitting node's measured clock offset (node_skew, DESIGN §4.2) before any ordering; raw_ts
+-- keeps what the line says (shown as root_cause.ts). On an NVL72 rack (GB200/GB300) an Xid 149 whose sub-code (bits
+-- 20-25 of the first payload word) is 0x20-0x25 INVESTIGATE_PEER_DEVICE points at the far end of the link, which may
+-- sit on another tray: the reporting node stays the only node we can name, but the cause is localised to the NVLink
+-- `group` at reduced strength (HGX boards keep both ends inside the node, so there the node stays the culprit).
 CREATE OR REPLACE TEMP TABLE root_hits AS
 WITH roots AS (
-    SELECT h.*, e.source, e.kind, e.code
+    SELECT h.* REPLACE (
+               CASE WHEN peer THEN 'group' ELSE h.granularity END AS granularity,
+               CASE WHEN peer THEN least(h.strength, 0.7) ELSE h.strength END AS strength,
+               CASE WHEN peer THEN h.summary || ' (INVESTIGATE_PEER_DEVICE: the peer GPU may be on another NVL72 tray)' ELSE h.summary END AS summary,
+               h.ts - to_microseconds(CAST(coalesce(k.offset_s, 0) * 1e6 AS BIGINT)) AS ts),
+           h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, peer AS peer_unlocalised
     FROM rule_hits h
     LEFT JOIN events e USING (attempt_id, event_id)
+    LEFT JOIN node_skew k ON k.attempt_id = h.attempt_id AND k.node = e.node
+    LEFT JOIN attempts a ON a.attempt_id = h.attempt_id
+    CROSS JOIN LATERAL (SELECT coalesce(
+        e.kind = 'xid' AND e.code = 149
+        AND regexp_matches(upper(coalesce(a.gpu_model, '')), 'GB200|GB300|NVL72')
+        AND ((TRY_CAST(split_part(trim(json_extract_string(e.fields, '$.payload')), ' ', 1) AS BIGINT) >> 20) & 63) BETWEEN 32 AND 37,
+        false) AS peer) x
     WHERE h.role = 'root'
 )
 SELECT r.*,
        coalesce(r.culprit_node, min(r.culprit_node) OVER (PARTITION BY r.attempt_id, r.domain, r.subdomain), '') AS cause_node
 FROM roots r;
+
+-- Per attempt: the largest measured offset, how uncertain the estimates are, and whether a timed root comes from a node
+-- whose clock could not be measured while others are off. The tie tolerance widens by what is still uncertain.
+CREATE OR REPLACE TEMP TABLE attempt_skew AS
+SELECT a.attempt_id,
+       coalesce((SELECT max(abs(k.offset_s)) FROM node_skew k WHERE k.attempt_id = a.attempt_id), 0.0) AS max_abs_s,
+       coalesce((SELECT max(k.spread_s) FROM node_skew k WHERE k.attempt_id = a.attempt_id), 0.0) AS spread_s,
+       EXISTS (SELECT 1 FROM root_hits h
+               WHERE h.attempt_id = a.attempt_id AND h.ts IS NOT NULL AND h.event_node IS NOT NULL
+                 AND NOT EXISTS (SELECT 1 FROM node_skew k WHERE k.attempt_id = h.attempt_id AND k.node = h.event_node)) AS unmeasured_roots
+FROM attempts a;
+
+CREATE OR REPLACE TEMP TABLE attempt_tolerance AS
+SELECT s.*, p.skew_tolerance_s + s.spread_s + CASE WHEN s.unmeasured_roots THEN s.max_abs_s ELSE 0 END AS tolerance_s
+FROM attempt_skew s CROSS JOIN params p;
 
 -- A timed cause is "late" (a possible consequence) when it starts more than skew_tolerance_s after the earliest cause
 -- of the attempt, whatever its domain (DESIGN §4.2): nothing that starts after the failure began can have started it.
@@ -31,7 +63,7 @@ WITH grouped AS (
 representative AS (
     SELECT * EXCLUDE (n) FROM (
         SELECT attempt_id, domain, subdomain, cause_node, rule_id, event_id, culprit_rank, gpu, granularity, summary,
-               action, kind, code, ts AS rep_ts, culprit_node,
+               action, kind, code, raw_ts AS rep_ts, culprit_node, peer_unlocalised,
                row_number() OVER (PARTITION BY attempt_id, domain, subdomain, cause_node
                                   ORDER BY strength DESC, ts ASC NULLS LAST, event_id) AS n
         FROM root_hits
@@ -45,15 +77,17 @@ timed AS (
     FROM grouped g
 )
 SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summary, r.action, r.kind, r.code, r.rep_ts,
+       r.peer_unlocalised,
        least(1.0, t.strength + p.corroboration_bonus * (t.sources - 1 + t.rules - 1))
          * CASE
                WHEN t.ts IS NULL AND t.t0 IS NULL THEN 1.0  -- nothing timed to compare with
                WHEN t.ts IS NULL THEN p.late_penalty
-               WHEN t.ts <= t.t0_all + to_microseconds(CAST(p.skew_tolerance_s * 1e6 AS BIGINT)) THEN 1.0
+               WHEN t.ts <= t.t0_all + to_microseconds(CAST(tol.tolerance_s * 1e6 AS BIGINT)) THEN 1.0
                ELSE p.late_penalty
            END AS score
 FROM timed t
 JOIN representative r USING (attempt_id, domain, subdomain, cause_node)
+JOIN attempt_tolerance tol USING (attempt_id)
 CROSS JOIN params p;
 
 CREATE OR REPLACE TEMP TABLE ranked_causes AS

@@ -1,4 +1,9 @@
--- Shared views the rules read. Inputs registered by the runner: events_all, attempts, xid_catalog, params.
+-- Shared views the rules read. Inputs registered by the runner: events_all, attempts, xid_catalog, params, history.
+
+-- Earlier attempts of the workloads (DESIGN §4.3); the pipeline fills it from the warehouse, empty when not registered.
+CREATE TEMP TABLE IF NOT EXISTS history (
+    attempt_id VARCHAR, workload_id VARCHAR, cluster VARCHAR, attempt BIGINT, verdict VARCHAR, domain VARCHAR,
+    subdomain VARCHAR, culprit_nodes VARCHAR[], root_fingerprint VARCHAR, progress BIGINT, start_ts TIMESTAMP);
 
 -- Events inside the attempt window (start - lookback .. end + grace); unstamped events are kept (ts null).
 CREATE OR REPLACE TEMP VIEW events AS
@@ -16,3 +21,48 @@ SELECT attempt_id, node, gpu, min(rank) AS rank
 FROM events
 WHERE kind = 'nccl_comm_init' AND gpu IS NOT NULL AND rank IS NOT NULL
 GROUP BY ALL;
+
+-- Training progress of each attempt: the highest completed iteration or checkpoint save (DESIGN §4.3). Only completed
+-- markers count (the `progress` patterns match iteration summaries and finished saves, never starts).
+CREATE OR REPLACE TEMP VIEW attempt_progress AS
+SELECT attempt_id, max(iteration) AS progress, count(*) AS markers
+FROM events
+WHERE kind = 'progress' AND iteration IS NOT NULL
+GROUP BY attempt_id;
+
+-- Clock skew (DESIGN §4.2). Anchors are moments that happen at once on every rank of a collective:
+--   * a collective the watchdog timed out: every rank enqueued it together, at ts - ran_for_ms (same pg, seq, op);
+--   * the completion of one NCCL communicator's init (ncclCommInitRank ... Init COMPLETE, same commId).
+-- Only lines that carry their own stamp count (an inherited stamp comes from another line, maybe another node).
+CREATE OR REPLACE TEMP VIEW skew_anchors AS
+SELECT attempt_id, node, 'watchdog|' || coalesce(pg, '') || '|' || CAST(seq AS VARCHAR) || '|' || coalesce(op_type, '') AS anchor,
+       epoch(ts) - coalesce(ran_for_ms, 0) / 1000.0 AS t
+FROM events
+WHERE kind = 'torch_watchdog_timeout' AND seq IS NOT NULL AND ts IS NOT NULL AND node IS NOT NULL
+  AND ts_quality NOT IN ('inherited', 'none', 'monotonic')
+UNION ALL
+SELECT attempt_id, node, 'nccl_init|' || json_extract_string(fields, '$.comm_id') AS anchor, epoch(ts) AS t
+FROM events
+WHERE kind = 'nccl_comm_init' AND json_extract_string(fields, '$.comm_id') IS NOT NULL AND ts IS NOT NULL AND node IS NOT NULL
+  AND ts_quality NOT IN ('inherited', 'none', 'monotonic');
+
+-- Per (attempt, node): offset_s = the node's clock minus the attempt's consensus clock (median over anchors of the node's
+-- median anchor time minus the median over nodes), spread_s = how much the anchors disagree. Offsets under half the
+-- tie tolerance are measurement noise and count as 0. A node with no anchor has no row (offset unknown).
+CREATE OR REPLACE TEMP VIEW node_skew AS
+WITH per_node AS (
+    SELECT attempt_id, anchor, node, median(t) AS t FROM skew_anchors GROUP BY ALL
+),
+per_anchor AS (
+    SELECT attempt_id, anchor, median(t) AS t_ref, count(*) AS nodes FROM per_node GROUP BY ALL HAVING count(*) >= 2
+),
+deltas AS (
+    SELECT n.attempt_id, n.node, n.t - a.t_ref AS d
+    FROM per_node n JOIN per_anchor a USING (attempt_id, anchor)
+)
+SELECT d.attempt_id, d.node,
+       CASE WHEN abs(median(d.d)) < p.skew_tolerance_s / 2 THEN 0.0 ELSE median(d.d) END AS offset_s,
+       coalesce(stddev_pop(d.d), 0.0) AS spread_s,
+       count(*) AS anchors
+FROM deltas d CROSS JOIN params p
+GROUP BY d.attempt_id, d.node, p.skew_tolerance_s;

@@ -1,0 +1,211 @@
+"""PyTorch NCCL flight-recorder dumps (`TORCH_NCCL_TRACE_BUFFER_SIZE`, one pickle per rank, `<prefix>_dump_<rank>`).
+
+Dumps are pickles, so they are read with a restricted unpickler that refuses EVERY global: a real dump holds only
+dicts, lists, strings, numbers, booleans and None, and anything that names a class or function (os.system via
+GLOBAL/STACK_GLOBAL + REDUCE, …) is refused before it can be called. Bad input becomes a report, never an exception.
+
+`read_dumps` returns one row per entry (`ENTRY_SCHEMA`) plus per-file reports; `dump_events` turns the dumps into
+events (DESIGN §3) the rules can point at: one `flight_recorder_dump` event per dump (its PG membership in
+`fields.pgs`) and one `flight_recorder_entry` event for each of the last `KEEP_PER_PG` entries per (rank, PG).
+"""
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import posixpath
+import re
+from datetime import datetime, timezone
+
+import fsspec
+import polars as pl
+
+from firstfault.connectors.static_context import AttemptContext
+
+SOURCE = "flight_recorder"
+KEEP_PER_PG = 20
+MAX_DUMP_BYTES = 256 * 1024 * 1024
+
+ENTRY_SCHEMA: dict[str, pl.DataType] = {
+    "attempt_id": pl.String(), "rank": pl.Int32(), "pg_id": pl.String(), "pg_name": pl.String(), "pg_desc": pl.String(),
+    "collective_seq_id": pl.Int64(), "p2p_seq_id": pl.Int64(), "is_p2p": pl.Boolean(), "op": pl.String(),
+    "input_sizes": pl.String(), "output_sizes": pl.String(), "state": pl.String(), "time_created_ns": pl.Int64(),
+    "time_discovered_started_ns": pl.Int64(), "time_discovered_completed_ns": pl.Int64(), "source": pl.String(),
+    "uri": pl.String(), "entry": pl.Int64(), "locator": pl.String(),
+}
+_RANK_IN_NAME = re.compile(r"_dump_(\d+)$")
+_PLAIN = (dict, list, tuple, str, bytes, int, float, bool, type(None))
+
+
+class RefusedGlobal(pickle.UnpicklingError):
+    pass
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Plain containers only: every global (class, function) is refused, so nothing can be constructed or called."""
+
+    def find_class(self, module, name):  # noqa: D401 - pickle API
+        raise RefusedGlobal(f"refused: pickle references a global {module}.{name}")
+
+    def persistent_load(self, pid):
+        raise RefusedGlobal("refused: pickle uses a persistent id")
+
+
+def load_dump(data: bytes) -> dict:
+    """Unpickle one dump with globals refused; raise ValueError/RefusedGlobal for anything that is not a dump."""
+    if not data:
+        raise ValueError("not a dump: empty file")
+    try:
+        obj = _RestrictedUnpickler(io.BytesIO(data)).load()
+    except RefusedGlobal:
+        raise
+    except Exception as e:  # truncated / corrupt pickles raise many types (EOFError, UnpicklingError, IndexError, ...)
+        raise ValueError(f"not a dump: {type(e).__name__}: {e}") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("entries", []), list):
+        raise ValueError("not a dump: no entries list")
+    return obj
+
+
+def rank_of(dump: dict, uri: str) -> int | None:
+    for key in ("rank", "global_rank"):
+        if isinstance(dump.get(key), int) and not isinstance(dump.get(key), bool):
+            return dump[key]
+    m = _RANK_IN_NAME.search(posixpath.basename(uri))
+    return int(m.group(1)) if m else None
+
+
+def read_dumps(uris: list[str], ctx: AttemptContext) -> tuple[pl.DataFrame, list[dict]]:
+    """One row per entry of every readable dump; one report dict per file (status ok/empty/error)."""
+    rows, reports = [], []
+    for uri in uris:
+        dump, report = _read_one(uri)
+        reports.append(report)
+        if dump is None:
+            continue
+        rank = report["rank"]
+        for i, e in enumerate(dump.get("entries") or []):
+            if isinstance(e, dict):
+                rows.append(_entry_row(ctx.attempt_id, rank, uri, i, e))
+    frame = pl.DataFrame(rows, schema=ENTRY_SCHEMA, orient="row") if rows else pl.DataFrame(schema=ENTRY_SCHEMA)
+    return frame, reports
+
+
+def _read_one(uri: str) -> tuple[dict | None, dict]:
+    report = {"uri": uri, "status": "ok", "rows": 0, "reason": None, "rank": None}
+    try:
+        with fsspec.open(uri, "rb") as f:
+            data = f.read(MAX_DUMP_BYTES + 1)
+        if len(data) > MAX_DUMP_BYTES:
+            raise ValueError(f"not a dump: larger than {MAX_DUMP_BYTES} bytes")
+        dump = load_dump(data)
+    except RefusedGlobal as e:
+        return None, {**report, "status": "error", "reason": str(e)}
+    except (OSError, ValueError) as e:
+        reason = str(e) if str(e).startswith("not a dump") else f"{type(e).__name__}: {e}"
+        return None, {**report, "status": "error", "reason": reason}
+    rank = rank_of(dump, uri)
+    if rank is None:
+        return None, {**report, "status": "error", "reason": "not a dump: no rank field and no _dump_<rank> file name"}
+    entries = dump.get("entries") or []
+    dump["_pgs"] = _pg_config(dump)
+    return dump, {**report, "status": "ok" if entries else "empty", "rows": len(entries), "rank": rank,
+                  "reason": None if entries else "dump has no entries", "dump": dump}
+
+
+def _pg_config(dump: dict) -> dict[str, str]:
+    """PG name -> description, for the PGs this rank belongs to."""
+    config = dump.get("pg_config")
+    out = {}
+    if isinstance(config, dict):
+        for name, value in config.items():
+            desc = value.get("desc") if isinstance(value, dict) else None
+            out[str(name)] = str(desc) if desc is not None else None
+    return out
+
+
+def _int(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _entry_row(attempt_id: str, rank: int, uri: str, i: int, e: dict) -> dict:
+    pg = e.get("process_group")
+    pg_name = str(pg[0]) if isinstance(pg, (list, tuple)) and len(pg) > 0 else None
+    pg_desc = str(pg[1]) if isinstance(pg, (list, tuple)) and len(pg) > 1 else None
+    return {
+        "attempt_id": attempt_id, "rank": rank, "pg_id": None if e.get("pg_id") is None else str(e.get("pg_id")),
+        "pg_name": pg_name, "pg_desc": pg_desc, "collective_seq_id": _int(e.get("collective_seq_id")),
+        "p2p_seq_id": _int(e.get("p2p_seq_id")), "is_p2p": e.get("is_p2p") if isinstance(e.get("is_p2p"), bool) else None,
+        "op": str(e["profiling_name"]) if e.get("profiling_name") is not None else None,
+        "input_sizes": _json(e.get("input_sizes")), "output_sizes": _json(e.get("output_sizes")),
+        "state": str(e["state"]) if e.get("state") is not None else None,
+        "time_created_ns": _int(e.get("time_created_ns")),
+        "time_discovered_started_ns": _int(e.get("time_discovered_started_ns")),
+        "time_discovered_completed_ns": _int(e.get("time_discovered_completed_ns")),
+        "source": SOURCE, "uri": uri, "entry": i, "locator": json.dumps({"dump": uri, "entry": i}),
+    }
+
+
+def _json(v) -> str | None:
+    if v is None:
+        return None
+    try:
+        return json.dumps(v, default=str)
+    except (TypeError, ValueError):
+        return None
+
+
+def _ts(ns) -> datetime | None:
+    if not isinstance(ns, int) or ns <= 0:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).replace(tzinfo=None)
+
+
+def dump_events(entries: pl.DataFrame, reports: list[dict], ctx: AttemptContext, file_index_base: int = 0) -> pl.DataFrame:
+    """Events for the rules: a `flight_recorder_dump` event per readable dump and the last KEEP_PER_PG
+    `flight_recorder_entry` events per (rank, PG). Columns follow EVENT_SCHEMA (the caller conforms them)."""
+    rank_map = {r: (node, lr) for r, node, lr in ctx.rank_map()}
+    index = {r["uri"]: file_index_base + i for i, r in enumerate(reports)}
+    rows = []
+    for r in reports:
+        dump = r.get("dump")
+        if dump is None:
+            continue
+        rank = r["rank"]
+        node, local_rank = rank_map.get(rank, (None, None))
+        created = [x for x in entries.filter(pl.col("uri") == r["uri"])["time_created_ns"].to_list() if x] if entries.height else []
+        rows.append({
+            "attempt_id": ctx.attempt_id, "event_id": f"{SOURCE}:{index[r['uri']]}:0:flight_recorder_dump",
+            "kind": "flight_recorder_dump", "code": r["rows"], "code_text": "dump", "severity": "info",
+            "node": node, "rank": rank, "local_rank": local_rank, "ts": _ts(max(created)) if created else None,
+            "ts_quality": "exact" if created else "none",
+            "message": f"flight recorder dump of rank {rank}: {r['rows']} entries, {len(dump['_pgs'])} process groups",
+            "fields": json.dumps({"pgs": dump["_pgs"], "entries": r["rows"], "version": str(dump.get("version"))}),
+            "source": SOURCE, "uri": r["uri"], "line": 0, "locator": json.dumps({"dump": r["uri"]}),
+            "raw": f"{posixpath.basename(r['uri'])}: {r['rows']} entries",
+        })
+    if entries.height:
+        kept = (
+            entries.with_columns(_n=pl.col("entry").rank("ordinal", descending=True).over("rank", "pg_name"))
+            .filter(pl.col("_n") <= KEEP_PER_PG)
+            .drop("_n")
+        )
+        for e in kept.iter_rows(named=True):
+            node, local_rank = rank_map.get(e["rank"], (None, None))
+            seq = e["p2p_seq_id"] if e["is_p2p"] else e["collective_seq_id"]
+            rows.append({
+                "attempt_id": ctx.attempt_id, "event_id": f"{SOURCE}:{index[e['uri']]}:{e['entry'] + 1}:flight_recorder_entry",
+                "kind": "flight_recorder_entry", "code_text": e["state"], "severity": "info", "node": node, "rank": e["rank"],
+                "local_rank": local_rank, "ts": _ts(e["time_created_ns"]), "ts_quality": "exact" if e["time_created_ns"] else "none",
+                "pg": e["pg_name"], "seq": seq, "op_type": e["op"],
+                "message": f"{e['op']} pg {e['pg_name']} ({e['pg_desc']}) seq {seq} {e['state']}",
+                "fields": json.dumps({"pg_desc": e["pg_desc"], "is_p2p": e["is_p2p"], "collective_seq_id": e["collective_seq_id"],
+                                      "p2p_seq_id": e["p2p_seq_id"], "input_sizes": e["input_sizes"],
+                                      "output_sizes": e["output_sizes"]}),
+                "source": SOURCE, "uri": e["uri"], "line": e["entry"] + 1, "locator": e["locator"],
+                "raw": f"{posixpath.basename(e['uri'])}[{e['entry']}]: {e['op']} pg {e['pg_name']} seq {seq} {e['state']}",
+            })
+    schema = {"attempt_id": pl.String, "event_id": pl.String, "kind": pl.String, "code": pl.Int64, "code_text": pl.String,
+              "severity": pl.String, "node": pl.String, "rank": pl.Int32, "local_rank": pl.Int32, "ts": pl.Datetime("us"),
+              "ts_quality": pl.String, "pg": pl.String, "seq": pl.Int64, "op_type": pl.String, "message": pl.String,
+              "fields": pl.String, "source": pl.String, "uri": pl.String, "line": pl.Int64, "locator": pl.String, "raw": pl.String}
+    return pl.DataFrame([{k: row.get(k) for k in schema} for row in rows], schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
