@@ -97,12 +97,12 @@ graded AS (
             WHEN verdict = 'ambiguous' THEN 'low'
             WHEN w_rule = 'scheduler_state' THEN CASE WHEN best_strength >= 0.7 THEN 'medium' ELSE 'low' END
             WHEN best_score >= 0.8 AND p_strength + p_sources + p_missing + p_kernel + p_skew + p_local >= 3 THEN 'high'
-            WHEN best_score >= 0.5 AND p_strength + p_sources + p_missing + p_kernel + p_skew + p_local >= 1 THEN 'medium'
+            WHEN best_score >= 0.5 AND p_strength + p_sources + p_missing + p_kernel + p_skew + p_local >= 0 THEN 'medium'
             ELSE 'low'
         END AS confidence,
         list_filter([
             CASE verdict
-                WHEN 'attributed' THEN printf('root: %s (score %.2f, %d source(s))', w_summary, best_score, best_sources)
+                WHEN 'attributed' THEN printf('root: %s (score %.2f)', w_summary, best_score)
                 WHEN 'ambiguous' THEN printf('%d causes score within the ambiguity margin of %.2f', len(candidates), best_score)
                 WHEN 'unattributed' THEN 'no event that can start a failure was found in the attempt window'
                 ELSE CASE WHEN best_score IS NULL THEN 'the scheduler reports success and no failure evidence was found'
