@@ -12,10 +12,18 @@ WITH winner AS (
 chosen_lists AS (
     SELECT attempt_id,
            list_sort(list(DISTINCT cause_node) FILTER (WHERE cause_node <> '')) AS culprit_nodes,
-           list_sort(list(DISTINCT culprit_rank) FILTER (WHERE culprit_rank IS NOT NULL)) AS culprit_ranks,
            count(DISTINCT domain) AS domains,
            min(domain) AS any_domain
     FROM chosen GROUP BY attempt_id
+),
+-- every rank a root hit of the chosen cause(s) names (one cause per node can hold several ranks)
+chosen_ranks AS (
+    SELECT h.attempt_id, list_sort(list(DISTINCT h.culprit_rank)) AS culprit_ranks
+    FROM root_hits h
+    JOIN chosen c ON c.attempt_id = h.attempt_id AND c.domain = h.domain AND c.subdomain = h.subdomain
+                 AND c.cause_node = h.cause_node
+    WHERE h.culprit_rank IS NOT NULL
+    GROUP BY h.attempt_id
 ),
 candidate_lists AS (
     SELECT attempt_id,
@@ -64,7 +72,7 @@ assembled AS (
            w.strength AS best_strength, w.domain AS w_domain, w.subdomain AS w_subdomain, w.rule_id AS w_rule, w.kind AS w_kind,
            w.code AS w_code, w.cause_node AS w_node, w.gpu AS w_gpu, w.culprit_rank AS w_rank, w.rep_ts AS w_ts,
            w.summary AS w_summary, w.granularity AS w_granularity, w.action AS w_action,
-           cl.culprit_nodes, cl.culprit_ranks, cl.domains, cl.any_domain, ca.candidates, sl.symptoms, sl.nodes AS symptom_nodes,
+           cl.culprit_nodes, cr.culprit_ranks, cl.domains, cl.any_domain, ca.candidates, sl.symptoms, sl.nodes AS symptom_nodes,
            ev.evidence, rp.connector_reports, coalesce(rp.present, []::VARCHAR[]) AS present,
            list_filter(coalesce(rp.not_ok, []::VARCHAR[]), lambda s: NOT list_contains(coalesce(rp.present, []::VARCHAR[]), s)) AS missing,
            a.nodes AS attempt_nodes
@@ -72,6 +80,7 @@ assembled AS (
     JOIN outcome o USING (attempt_id)
     LEFT JOIN winner w USING (attempt_id)
     LEFT JOIN chosen_lists cl USING (attempt_id)
+    LEFT JOIN chosen_ranks cr USING (attempt_id)
     LEFT JOIN candidate_lists ca USING (attempt_id)
     LEFT JOIN symptom_lists sl USING (attempt_id)
     LEFT JOIN evidence_lists ev USING (attempt_id)
