@@ -18,6 +18,13 @@ class Lake:
         self.fs, self._root_path = fsspec.core.url_to_fs(self.root, **(storage_options or {}))
         self.is_local = self.fs.protocol in ("file", "local") or "file" in tuple(self.fs.protocol)
 
+    def path(self, *parts: str) -> str:
+        """A path under the root, in the filesystem's own form (for `self.fs`); `url` gives the fsspec URL."""
+        return posixpath.join(self._root_path, *parts)
+
+    def url(self, *parts: str) -> str:
+        return self.fs.unstrip_protocol(self.path(*parts))
+
     def partition_path(self, table: str, day: str, key: str) -> str:
         return posixpath.join(self._root_path, table, f"day={day}", f"attempt_key={key}")
 

@@ -58,6 +58,34 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.set_defaults(handler=_sql)
 
+    nightly = sub.add_parser("nightly", help="attribute every attempt of a catalog that ended on a UTC day (default yesterday)")
+    nightly.add_argument("--date", help="YYYY-MM-DD, the UTC day the attempts ended (default: yesterday)")
+    nightly.add_argument("--config", help="firstfault.toml ([catalog] paths, [lake], [warehouse], [schedule] shards)")
+    nightly.add_argument("--catalog", metavar="DIR_OR_URL", help="folder, bucket prefix or glob of static contexts (overrides [catalog] paths)")
+    nightly.add_argument("--lake", help="lake root URL (default from the config)")
+    nightly.add_argument("--warehouse", help="DuckDB file (default from the config)")
+    nightly.add_argument("--force", action="store_true", help="redo attempts whose inputs and rules are unchanged")
+    nightly.add_argument("--runner", choices=("local", "dask"), default="local", help="where shard tasks run (dask implies Prefect)")
+    nightly.add_argument("--address", metavar="tcp://HOST:8786", help="Dask scheduler of a running cluster (default: a local cluster)")
+    nightly.add_argument("--shards", type=int, default=0, metavar="N", help="shard tasks (default: [schedule] shards, 0 = automatic)")
+    nightly.add_argument("--prefect", choices=("auto", "always", "never"), default="auto",
+                         help="run as a Prefect flow: auto = when PREFECT_API_URL is set or --runner dask")
+    nightly.add_argument("--json", action="store_true", help="print the summary as JSON")
+    nightly.set_defaults(handler=_nightly)
+
+    serve = sub.add_parser("serve", help="serve the nightly run as a scheduled Prefect deployment (needs a Prefect server)")
+    serve.add_argument("--config", help="firstfault.toml ([schedule] cron, [catalog] paths, ...)")
+    serve.add_argument("--name", default="nightly", help="deployment name")
+    serve.add_argument("--cron", help="cron schedule in UTC (default: [schedule] cron, 0 2 * * *)")
+    serve.add_argument("--catalog", metavar="DIR_OR_URL", help="overrides [catalog] paths")
+    serve.set_defaults(handler=_serve)
+
+    report = sub.add_parser("report", help="write the offline HTML view of a warehouse")
+    report.add_argument("--warehouse", help="DuckDB file (default from the config)")
+    report.add_argument("--config", help="firstfault.toml")
+    report.add_argument("--out", default="firstfault-report", help="output folder (index.html, attempts/*.html)")
+    report.set_defaults(handler=_report)
+
     rules = sub.add_parser("rules", help="test and lint rules (built-in and site rules from the config)")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)
     dirs_help = ("fixture folders (*.yaml cases; rule files beside them are loaded too); default: the config's "
@@ -71,7 +99,30 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--patterns", action="append", default=[], metavar="DIR", help="extra pattern folder (repeatable)")
     test.set_defaults(handler=_rules_test)
     lint.set_defaults(handler=_rules_lint)
+
+    fleet = sub.add_parser("fleet", help="fleet aggregates over the warehouse (node_offenders, port_hotspots, ...)")
+    fleet_sub = fleet.add_subparsers(dest="fleet_command", required=True)
+    fleet_rebuild = fleet_sub.add_parser("rebuild", help="rebuild the fleet tables in one transaction")
+    fleet_rebuild.add_argument("--warehouse", help="DuckDB file (default from the config)")
+    fleet_rebuild.add_argument("--topology", metavar="FILE", help="YAML/CSV node -> switch, switch port (default: [fleet] topology)")
+    fleet_rebuild.add_argument("--day", help="UTC day the rolling windows end on (default: the latest attempt day)")
+    fleet_rebuild.add_argument("--config", help="firstfault.toml ([fleet] thresholds)")
+    fleet_rebuild.set_defaults(handler=_fleet_rebuild)
     return parser
+
+
+def _fleet_rebuild(args) -> int:
+    from pathlib import Path
+
+    from firstfault.config import resolve_config
+    from firstfault.fleet import rebuild
+
+    config = resolve_config(args.config, warehouse_path=args.warehouse)
+    if not Path(config.warehouse.path).exists():
+        raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)")
+    counts = rebuild(config.warehouse.path, config, day=args.day, topology=args.topology)
+    print(", ".join(f"{table}: {n} row{'s' if n != 1 else ''}" for table, n in counts.items()))
+    return 0
 
 
 def _rules_test(args) -> int:
@@ -153,6 +204,50 @@ def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, si
                 print(json.dumps(v, default=str))
     else:
         print(render(verdicts))
+
+
+def _nightly(args) -> int:
+    from firstfault.config import resolve_config
+    from firstfault.nightly import parse_run_date, render_summary
+
+    config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
+    run_date = parse_run_date(args.date).isoformat()
+    if args.shards < 0:
+        raise BadInput("--shards", "shards", "must be >= 0")
+    if args.address and args.runner != "dask":
+        raise BadInput("--address", "address", "needs --runner dask")
+    use_prefect = args.runner == "dask" or args.prefect == "always" or (args.prefect == "auto" and os.environ.get("PREFECT_API_URL"))
+    if use_prefect:
+        from firstfault.flows.nightly import run
+
+        summary = run(args.runner, args.address, run_date=run_date, config_path=args.config, catalog=args.catalog,
+                      lake_root=config.lake.root, warehouse_path=config.warehouse.path, force=args.force, shards=args.shards)
+    else:
+        from firstfault.nightly import run_nightly
+
+        summary = run_nightly(config, run_date, args.catalog, args.force, args.shards)
+    print(json.dumps(summary, default=str) if args.json else render_summary(summary))
+    return 0
+
+
+def _serve(args) -> int:
+    from firstfault.flows.nightly import serve
+
+    serve(args.config, name=args.name, cron=args.cron, catalog=args.catalog)
+    return 0
+
+
+def _report(args) -> int:
+    from firstfault.config import resolve_config
+    from firstfault.report import write_report
+
+    config = resolve_config(args.config, warehouse_path=args.warehouse)
+    try:
+        index = write_report(config.warehouse.path, args.out)
+    except FileNotFoundError:
+        raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
+    print(f"report: {index}")
+    return 0
 
 
 def _sql(args) -> int:

@@ -32,6 +32,25 @@ class Landing:
 @dataclass(frozen=True)
 class LakeSettings:
     root: str = "./lake"
+    # object-store lakes (s3://bucket/prefix); empty = the usual AWS env vars / credential chain
+    endpoint_url: str = ""
+    key: str = ""
+    secret: str = ""
+    region: str = ""
+
+    def storage_options(self) -> dict:
+        """fsspec storage options for the lake root (s3fs keys); {} for local lakes."""
+        if not self.root.startswith(("s3://", "s3a://")):
+            return {}
+        opts: dict = {}
+        if self.key:
+            opts["key"] = self.key
+        if self.secret:
+            opts["secret"] = self.secret
+        client = {k: v for k, v in (("endpoint_url", self.endpoint_url), ("region_name", self.region)) if v}
+        if client:
+            opts["client_kwargs"] = client
+        return opts
 
 
 @dataclass(frozen=True)
@@ -50,6 +69,33 @@ class PatternSettings:
 
 
 @dataclass(frozen=True)
+class CatalogSettings:
+    paths: tuple[str, ...] = ()  # fsspec globs of static contexts the nightly run discovers (relative: to the config file)
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    cron: str = "0 2 * * *"  # `firstfault serve`: when the nightly deployment runs (UTC)
+    shards: int = 0          # shard tasks per night; 0 = automatic
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    # fleet aggregates (warehouse/fleet.sql, firstfault/fleet.py); windows end at the run day (UTC)
+    short_window_days: int = 7       # node_offenders *_7d columns
+    long_window_days: int = 30       # node_offenders *_30d columns, port_hotspots window
+    drain_count: int = 2             # hardware attributions on one node/GPU within drain_window_days -> `drain`
+    drain_window_days: int = 14
+    xid_repeat_count: int = 2        # the same Xid on the same GPU in this many attempts (long window) -> `hardware_inspection`
+    xid_repeat_exempt: str = "94"    # comma-separated Xids that never escalate to inspection (94: contained ECC)
+    watch_count: int = 1             # attributed failures (long window) -> `watch`
+    incident_min_attempts: int = 2   # attempts implicating the same node/GPU/port on one UTC day -> an incident
+    nic_min_peers: int = 2           # counterparts of one NIC for a `nic` finding (fewer: the edge/link)
+    switch_min_nodes: int = 2        # implicated nodes under one switch (port) for a `switch` finding
+    topology: str = ""               # YAML/CSV node -> leaf switch, switch port (relative: to the working directory)
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeSettings = field(default_factory=LakeSettings)
     warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
@@ -57,11 +103,15 @@ class Config:
     landing: Landing = field(default_factory=Landing)
     rules: RuleSettings = field(default_factory=RuleSettings)
     patterns: PatternSettings = field(default_factory=PatternSettings)
+    catalog: CatalogSettings = field(default_factory=CatalogSettings)
+    schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
+    fleet: FleetSettings = field(default_factory=FleetSettings)
 
 
 SECTIONS = {
     "lake": LakeSettings, "warehouse": WarehouseSettings, "attribution": Attribution, "landing": Landing,
-    "rules": RuleSettings, "patterns": PatternSettings,
+    "rules": RuleSettings, "patterns": PatternSettings, "catalog": CatalogSettings, "schedule": ScheduleSettings,
+    "fleet": FleetSettings,
 }
 
 
@@ -86,6 +136,9 @@ def load_config(path: str | None) -> Config:
     for name in ("rules", "patterns"):
         if name in built:
             built[name] = replace(built[name], dirs=_resolve_dirs(path, f"{name}.dirs", base, built[name].dirs))
+    if "catalog" in built:  # relative globs are relative to the config file; URLs and absolute paths stay
+        built["catalog"] = replace(built["catalog"], paths=tuple(
+            p if "://" in p or Path(p).expanduser().is_absolute() else str(base / p) for p in built["catalog"].paths))
     return Config(**built)
 
 
@@ -127,7 +180,7 @@ def resolve_config(path: str | None, *, lake_root: str | None = None, warehouse_
     """The config file with command-line overrides applied."""
     config = load_config(path)
     if lake_root:
-        config = replace(config, lake=LakeSettings(root=lake_root))
+        config = replace(config, lake=replace(config.lake, root=lake_root))
     if warehouse_path:
         config = replace(config, warehouse=WarehouseSettings(path=warehouse_path))
     return config

@@ -6,15 +6,14 @@ expected verdict of each attempt is in EXPECTED; tests hold the demo to it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import yaml
 
+from firstfault.logwriters import BUS_IDS, GPUS, Scenario  # noqa: F401  (shared with firstfault/simulate.py)
+
 T0 = datetime(2026, 11, 29, 1, 0, 0, tzinfo=timezone.utc)
-GPUS = 8
-BUS_IDS = ["18", "2a", "3a", "3b", "9a", "ab", "ba", "db"]  # PCI bus of local GPU 0..7
 
 # attempt name -> (verdict, domain, subdomain, culprit nodes)
 EXPECTED = {
@@ -28,74 +27,6 @@ EXPECTED = {
     "ambiguous": ("ambiguous", "hardware", "ambiguous", ["amb-01", "amb-02"]),
     "unattributed": ("unattributed", None, None, []),
 }
-
-
-@dataclass
-class Scenario:
-    name: str
-    nodes: list[str]
-    start: datetime
-    end: datetime
-    state: str
-    exit_code: str
-    kernel_format: str = "syslog"  # syslog | dmesg_t | iso
-    app: list[tuple[datetime, str]] = field(default_factory=list)  # (time, line without stamp handling)
-    kernel: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)
-
-    def rank(self, node: str, local: int) -> int:
-        return self.nodes.index(node) * GPUS + local
-
-    # application log lines ---------------------------------------------------------------------------------
-    def nccl_init(self, at: datetime) -> None:
-        for node in self.nodes:
-            ip = self.ip(node)
-            self.app.append((at, f"{self.rank(node, 0)}: {node}:{4100 + self.nodes.index(node)}:{4200} [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:{ip}<0>"))
-            for local in range(GPUS):
-                r = self.rank(node, local)
-                self.app.append((at, f"{r}: {node}:{4100 + self.nodes.index(node)}:{4300 + local} [{local}] NCCL INFO ncclCommInitRank comm 0x55d9607ee240 rank {r} nranks {len(self.nodes) * GPUS} cudaDev {local} nvmlDev {local} busId {BUS_IDS[local]}000 commId 0x2b6c - Init COMPLETE"))
-
-    def ip(self, node: str) -> str:
-        return f"10.0.{self.nodes.index(node) + 1}.{10 + len(self.name) % 50}"
-
-    def iteration(self, at: datetime, it: int) -> None:
-        self.app.append((at, f"0: [rank0]:[I{at.month}{at.day:02d} {at:%H:%M:%S}.{at.microsecond:06d} train.py:212] iteration {it:8d}/  100000 | consumed samples: {it * 512} | elapsed time per iteration (ms): 1843.2 | lm loss: 2.3141E+00"))
-
-    def glog(self, at: datetime, rank: int, level: str, src: str, text: str) -> None:
-        self.app.append((at, f"{rank}: [rank{rank}]:[{level}{at.month}{at.day:02d} {at:%H:%M:%S}.{at.microsecond:06d}123 {src}] {text}"))
-
-    def nccl_warn(self, at: datetime, node: str, local: int, text: str, src: str = "transport/net_ib.cc:1696") -> None:
-        pid = 4100 + self.nodes.index(node)
-        self.app.append((at, f"{self.rank(node, local)}: [{at:%Y-%m-%d %H:%M:%S}] {node}:{pid}:{4400 + local} [{local}] {src} NCCL WARN {text}"))
-
-    def plain(self, at: datetime, rank: int, text: str) -> None:
-        self.app.append((at, f"{rank}: {text}"))
-
-    def watchdog_cascade(self, at: datetime, ranks: list[int], seq: int = 4211, op: str = "ALLREDUCE", timeout_ms: int = 600000) -> None:
-        for i, r in enumerate(ranks):
-            t = at + timedelta(milliseconds=37 * i)
-            self.glog(t, r, "E", "ProcessGroupNCCL.cpp:607", f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=466119168, NumelOut=466119168, Timeout(ms)={timeout_ms}) ran for {timeout_ms + 61} milliseconds before timing out.")
-            self.glog(t, r, "E", "ProcessGroupNCCL.cpp:1664", f"[PG 0 (default_pg) Rank {r}] Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq + 1}, last completed NCCL work: {seq - 1}.")
-
-    # kernel log lines --------------------------------------------------------------------------------------
-    def kern(self, node: str, at: datetime, text: str) -> None:
-        self.kernel.setdefault(node, []).append((at, text))
-
-    def kernel_file(self, node: str) -> str:
-        boot = self.start - timedelta(days=3, seconds=1234.5)
-        lines = [(self.start - timedelta(minutes=30), "systemd[1]: Started Daily apt download activities."),
-                 (self.start - timedelta(minutes=20), "kernel: mlx5_core 0000:5e:00.0: mlx5_pcie_event:299:(pid 268269): PCIe slot power capability was not advertised.")]
-        lines += self.kernel.get(node, [])
-        out = []
-        for at, text in sorted(lines, key=lambda x: x[0]):
-            text = text.removeprefix("kernel: ")
-            if self.kernel_format == "dmesg_t":
-                out.append(f"[{at:%a %b %d %H:%M:%S %Y}] {text}")
-            elif self.kernel_format == "iso":
-                out.append(f"kern  :warn  : {at:%Y-%m-%dT%H:%M:%S},{at.microsecond:06d}+00:00 {text}")
-            else:
-                mono = (at - boot).total_seconds()
-                out.append(f"{at:%b %d %H:%M:%S} {node} kernel: [{mono:12.6f}] {text}")
-        return "\n".join(out) + "\n"
 
 
 def _headline() -> Scenario:

@@ -40,14 +40,14 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
         raise BadInput(", ".join(map(str, dirs)) or "built-in patterns", "patterns", str(e)) from None
     workers = _landing_workers(contexts, config.landing)
     if workers <= 1:
-        lake = Lake(config.lake.root)
+        lake = Lake(config.lake.root, config.lake.storage_options())
         return [land_attempt(ctx, lake, patterns, config.landing) for ctx in contexts]
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(_land_one, contexts, repeat(config), repeat(patterns)))
 
 
 def _land_one(ctx: AttemptContext, config: Config, patterns) -> LandingResult:
-    return land_attempt(ctx, Lake(config.lake.root), patterns, config.landing)
+    return land_attempt(ctx, Lake(config.lake.root, config.lake.storage_options()), patterns, config.landing)
 
 
 # Below this much input a second process costs more (interpreter and imports) than it saves.
@@ -64,11 +64,11 @@ def _landing_workers(contexts: Sequence[AttemptContext], settings) -> int:
 
 
 def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Sequence[Path] | None = None,
-              history: Sequence[dict] | None = None) -> AttributionTables:
+              history: Sequence[dict] | None = None, fingerprints: dict[str, str | None] | None = None) -> AttributionTables:
     """Run every rule (built-in, then `rule_dirs`, default the config's `[rules] dirs`) over the landed events of all
     `contexts` in one DuckDB pass. `history` (rows of HISTORY_COLUMNS) replaces the warehouse as the record of earlier
     attempts when given (fixtures); otherwise the warehouse is read when it exists."""
-    lake = Lake(config.lake.root)
+    lake = Lake(config.lake.root, config.lake.storage_options())
     rules = load_rules([Path(d) for d in (config.rules.dirs if rule_dirs is None else rule_dirs)])
     version = rules_version(rules, [Path(d) for d in config.patterns.dirs])
     con = duckdb.connect()
@@ -101,6 +101,14 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Seq
         }
     finally:
         con.close()
+    # input_fingerprint (firstfault/inputs.py): `fingerprints` by attempt_id when the caller has them (nightly)
+    from firstfault.inputs import safe_input_fingerprint
+
+    by_id = {c.attempt_id: c for c in contexts}
+    known = fingerprints or {}
+    values = [known[i] if i in known else (safe_input_fingerprint(by_id[i]) if i in by_id else None)
+              for i in tables["attributions"].column("attempt_id").to_pylist()]
+    tables["attributions"] = tables["attributions"].append_column("input_fingerprint", pa.array(values, pa.string()))
     return AttributionTables(tables, version)
 
 

@@ -14,7 +14,7 @@ WITH roots AS (
                CASE WHEN peer THEN least(h.strength, 0.7) ELSE h.strength END AS strength,
                CASE WHEN peer THEN h.summary || ' (INVESTIGATE_PEER_DEVICE: the peer GPU may be on another NVL72 tray)' ELSE h.summary END AS summary,
                h.ts - to_microseconds(CAST(coalesce(k.offset_s, 0) * 1e6 AS BIGINT)) AS ts),
-           h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, peer AS peer_unlocalised
+           h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, e.ts_quality, peer AS peer_unlocalised
     FROM rule_hits h
     LEFT JOIN events e USING (attempt_id, event_id)
     LEFT JOIN node_skew k ON k.attempt_id = h.attempt_id AND k.node = e.node
@@ -47,12 +47,15 @@ FROM attempt_skew s CROSS JOIN params p;
 
 -- A timed cause is "late" (a possible consequence) when it starts more than skew_tolerance_s after the earliest cause
 -- of the attempt, whatever its domain (DESIGN §4.2): nothing that starts after the failure began can have started it.
+-- The earliest cause is taken from lines with a stamp of their own: an inherited stamp (a traceback line copying the
+-- stamp of an earlier line) is only a lower bound of when it was printed, so it can be on time but cannot set t0.
 -- An untimed cause is late only when a cause that could explain it has a time: hardware and the scheduler can explain
 -- everything, the network can explain software and application failures, software can explain application failures.
 CREATE OR REPLACE TEMP TABLE causes AS
 WITH grouped AS (
     SELECT attempt_id, domain, subdomain, cause_node,
            min(ts) AS ts,
+           min(ts) FILTER (WHERE coalesce(ts_quality, '') <> 'inherited') AS exact_ts,
            max(strength) AS strength,
            count(DISTINCT coalesce(source, 'scheduler')) AS sources,
            count(DISTINCT rule_id) AS rules,
@@ -73,7 +76,8 @@ timed AS (
     SELECT g.*,
            (SELECT min(o.ts) FROM grouped o
              WHERE o.attempt_id = g.attempt_id AND o.explain_rank <= g.explain_rank) AS t0,
-           (SELECT min(o.ts) FROM grouped o WHERE o.attempt_id = g.attempt_id) AS t0_all
+           coalesce((SELECT min(o.exact_ts) FROM grouped o WHERE o.attempt_id = g.attempt_id),
+                    (SELECT min(o.ts) FROM grouped o WHERE o.attempt_id = g.attempt_id)) AS t0_all
     FROM grouped g
 )
 SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summary, r.action, r.kind, r.code, r.rep_ts,

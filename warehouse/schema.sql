@@ -81,3 +81,17 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY, flow VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP, attempts BIGINT,
     rules_version VARCHAR, lake_root VARCHAR
 );
+
+-- Incremental runs (nightly): sha256 over the spec and its resolved input files (firstfault/inputs.py). Older
+-- warehouses gain the column here.
+ALTER TABLE attributions ADD COLUMN IF NOT EXISTS input_fingerprint VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS run_date VARCHAR;          -- nightly: the UTC day whose attempts ended
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS found BIGINT;              -- nightly: attempts discovered for run_date
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS skipped BIGINT;            -- nightly: unchanged since the last attribution
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS failed BIGINT;             -- nightly: attempts recorded in run_failures
+
+-- Attempts a run could not attribute (malformed spec, unreadable input, connector error): one row each, the night goes on.
+CREATE TABLE IF NOT EXISTS run_failures (
+    run_id VARCHAR NOT NULL, attempt_id VARCHAR, spec_uri VARCHAR, stage VARCHAR NOT NULL, error VARCHAR,
+    recorded_at TIMESTAMP
+);

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -23,24 +24,30 @@ def connect_writer(path: str) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def load_attempts(path: str, tables: dict[str, pa.Table], catalog: pa.Table, run: dict) -> None:
-    """Replace every row of the attempts in `tables` (one transaction, one short write lock)."""
-    attempt_ids = pa.table({"attempt_id": tables["attributions"].column("attempt_id")})
+def load_attempts(path: str, tables: dict[str, pa.Table] | Sequence[dict[str, pa.Table]], catalog: pa.Table, run: dict,
+                  failures: Sequence[dict] = ()) -> None:
+    """Replace every row of the attempts in `tables` (one dict of ATTEMPT_TABLES, or several: one per shard) in one
+    transaction (one short write lock), and record the run and its `failures` (rows of run_failures)."""
+    parts = [tables] if isinstance(tables, dict) else list(tables)
     con = connect_writer(path)
     try:
-        con.register("loaded_attempts", attempt_ids)
         con.execute("BEGIN TRANSACTION")
-        for name in ATTEMPT_TABLES:
-            con.execute(f"DELETE FROM {name} WHERE attempt_id IN (SELECT attempt_id FROM loaded_attempts)")
-            con.register("incoming", tables[name])
-            con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
-            con.unregister("incoming")
+        for part in parts:
+            con.register("loaded_attempts", pa.table({"attempt_id": part["attributions"].column("attempt_id")}))
+            for name in ATTEMPT_TABLES:
+                con.execute(f"DELETE FROM {name} WHERE attempt_id IN (SELECT attempt_id FROM loaded_attempts)")
+                con.register("incoming", part[name])
+                con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
+                con.unregister("incoming")
+            con.unregister("loaded_attempts")
         con.register("incoming_catalog", catalog)
         con.execute("INSERT OR REPLACE INTO xid_catalog BY NAME SELECT * FROM incoming_catalog")
-        con.execute(
-            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [run["run_id"], run["flow"], run["started_at"], run["finished_at"], run["attempts"], run["rules_version"], run["lake_root"]],
-        )
+        columns = [c for c in RUN_COLUMNS if c in run]
+        con.execute(f"INSERT OR REPLACE INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
+                    [run[c] for c in columns])
+        for f in failures:
+            con.execute("INSERT INTO run_failures VALUES (?, ?, ?, ?, ?, ?)",
+                        [run["run_id"], f.get("attempt_id"), f.get("spec_uri"), f["stage"], f.get("error"), run["finished_at"]])
         con.execute("COMMIT")
         con.execute("CHECKPOINT")
     except Exception:
@@ -48,6 +55,10 @@ def load_attempts(path: str, tables: dict[str, pa.Table], catalog: pa.Table, run
         raise
     finally:
         con.close()
+
+
+RUN_COLUMNS = ("run_id", "flow", "started_at", "finished_at", "attempts", "rules_version", "lake_root", "run_date", "found",
+               "skipped", "failed")
 
 
 def connect_reader(path: str, wait_s: float = 30.0) -> duckdb.DuckDBPyConnection:

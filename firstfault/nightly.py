@@ -1,0 +1,352 @@
+"""The nightly fleet run as plain functions (flows/nightly.py only wires them): discover the attempts that ended on
+a UTC day in a catalog of static contexts, skip the unchanged ones, land + attribute them shard by shard (each shard
+writes its result tables as Parquet into the lake and returns the folder), then load every shard's results into the
+warehouse in one transaction (single writer) and rebuild the fleet aggregates.
+
+Failure isolation: an attempt whose spec is malformed, whose inputs cannot be read or whose attribution raises is
+recorded in `run_failures` (and logged as a warning); the other attempts of the night go on.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import math
+import os
+import posixpath
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+
+import duckdb
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from firstfault.config import Config
+from firstfault.connectors.lake import Lake
+from firstfault.errors import BadInput
+from firstfault.warehouse.store import ATTEMPT_TABLES
+
+log = logging.getLogger(__name__)
+
+SPEC_SUFFIXES = ("*.yaml", "*.yml", "*.json")
+FAILURE_SCHEMA = pa.schema([("attempt_id", pa.string()), ("spec_uri", pa.string()), ("stage", pa.string()), ("error", pa.string())])
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One discovered attempt: small and picklable, what a shard task receives (never data)."""
+    spec_uri: str
+    attempt_id: str
+    cluster: str
+    workload_id: str
+    fingerprint: str
+
+
+@dataclass
+class Plan:
+    run_id: str
+    run_date: str
+    found: int
+    todo: list[Candidate]
+    skipped: list[Candidate]
+    shards: list[list[Candidate]]
+    failures: list[dict] = field(default_factory=list)  # discovery failures (malformed specs, unreadable inputs)
+    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+
+def default_run_date(now: datetime | None = None) -> date:
+    """Yesterday in UTC."""
+    return ((now or datetime.now(timezone.utc)).astimezone(timezone.utc) - timedelta(days=1)).date()
+
+
+def parse_run_date(value: str | date | None) -> date:
+    if value is None or value == "":
+        return default_run_date()
+    if isinstance(value, date):
+        return value
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise BadInput("--date", "date", f"not a YYYY-MM-DD date: {value!r}") from None
+
+
+def catalog_patterns(config: Config, catalog: str | None = None) -> list[str]:
+    """`catalog` (a folder, bucket prefix or glob) overrides `[catalog] paths`; a folder means every spec under it."""
+    if catalog:
+        patterns = [catalog]
+    elif config.catalog.paths:
+        patterns = list(config.catalog.paths)
+    else:
+        raise BadInput("--catalog", "catalog", "no catalog: pass --catalog DIR_OR_URL or set [catalog] paths in firstfault.toml")
+    out = []
+    for p in patterns:
+        if any(c in p for c in "*?["):
+            out.append(p)
+        else:
+            out.extend(posixpath.join(p.rstrip("/"), "**", s) for s in SPEC_SUFFIXES)
+    return out
+
+
+def list_specs(patterns: Sequence[str]) -> list[str]:
+    """Every spec file matched by the fsspec globs; local files as plain paths (as `attribute --static` gets them)."""
+    found: set[str] = set()
+    for pattern in patterns:
+        fs, path = fsspec.core.url_to_fs(pattern)
+        local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+        for p in fs.glob(path):
+            if fs.isfile(p):
+                found.add(p if local else fs.unstrip_protocol(p))
+    return sorted(found)
+
+
+def discover(patterns: Sequence[str], run_date: date) -> tuple[list[Candidate], list[dict], int]:
+    """The attempts whose `end` falls on run_date (UTC), with their input fingerprints; malformed specs and
+    unreadable inputs become failure rows. Returns (candidates, failures, spec files seen)."""
+    from firstfault.connectors.static_context import load_static_context
+    from firstfault.inputs import input_fingerprint
+
+    specs = list_specs(patterns)
+    candidates: dict[str, Candidate] = {}
+    failures: list[dict] = []
+    for uri in specs:
+        try:
+            ctx = load_static_context(uri)
+        except BadInput as e:
+            failures.append(_failure(None, uri, "spec", str(e)))
+            continue
+        except Exception as e:  # noqa: BLE001 - one spec never sinks the night
+            failures.append(_failure(None, uri, "spec", f"{type(e).__name__}: {e}"))
+            continue
+        if ctx.end is None or ctx.end.astimezone(timezone.utc).date() != run_date:
+            continue
+        if ctx.attempt_id in candidates:
+            failures.append(_failure(ctx.attempt_id, uri, "discover", f"duplicate attempt_id, also in {candidates[ctx.attempt_id].spec_uri}"))
+            continue
+        try:
+            fp = input_fingerprint(ctx)
+        except Exception as e:  # noqa: BLE001
+            failures.append(_failure(ctx.attempt_id, uri, "discover", f"inputs not listable: {type(e).__name__}: {e}"))
+            continue
+        candidates[ctx.attempt_id] = Candidate(uri, ctx.attempt_id, ctx.cluster, ctx.workload_id, fp)
+    for f in failures:
+        log.warning("nightly: %s failed at %s: %s", f["spec_uri"], f["stage"], f["error"])
+    return [candidates[k] for k in sorted(candidates)], failures, len(specs)
+
+
+def current_rules_version(config: Config) -> str:
+    from pathlib import Path
+
+    from firstfault.attribution import load_rules, rules_version
+
+    return rules_version(load_rules([Path(d) for d in config.rules.dirs]), [Path(d) for d in config.patterns.dirs])
+
+
+def already_done(warehouse: str, candidates: Sequence[Candidate], version: str) -> set[str]:
+    """Attempt ids whose warehouse row has this rules_version and this input fingerprint."""
+    from pathlib import Path
+
+    from firstfault.warehouse.store import connect_reader
+
+    if not candidates or not Path(warehouse).exists():
+        return set()
+    con = connect_reader(warehouse)
+    try:
+        rows = con.execute("SELECT attempt_id, rules_version, input_fingerprint FROM attributions "
+                           "WHERE attempt_id IN (SELECT unnest(?))", [[c.attempt_id for c in candidates]]).fetchall()
+    except duckdb.Error:  # a warehouse from before input_fingerprint: redo everything
+        return set()
+    finally:
+        con.close()
+    have = {a: (v, f) for a, v, f in rows}
+    return {c.attempt_id for c in candidates if have.get(c.attempt_id) == (version, c.fingerprint)}
+
+
+def make_shards(candidates: Sequence[Candidate], shards: int = 0) -> list[list[Candidate]]:
+    """Split into at most `shards` shards (0 = automatic), keeping the attempts of one workload together (their
+    history then reads the same whatever the shard count) and balancing attempt counts. Deterministic."""
+    groups: dict[tuple[str, str], list[Candidate]] = {}
+    for c in sorted(candidates, key=lambda c: c.attempt_id):
+        groups.setdefault((c.cluster, c.workload_id), []).append(c)
+    if not groups:
+        return []
+    if shards <= 0:
+        shards = max(os.cpu_count() or 1, math.ceil(len(candidates) / 50))
+    n = min(shards, len(groups))
+    out: list[list[Candidate]] = [[] for _ in range(n)]
+    for key in sorted(groups, key=lambda k: (-len(groups[k]), k)):
+        min(out, key=len).extend(groups[key])
+    return [sorted(s, key=lambda c: c.attempt_id) for s in out]
+
+
+def prepare(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
+            shards: int = 0, run_id: str | None = None) -> Plan:
+    """Discover, drop the unchanged attempts (unless force) and shard the rest."""
+    day = parse_run_date(run_date)
+    started_at = datetime.now(timezone.utc)
+    candidates, failures, _ = discover(catalog_patterns(config, catalog), day)
+    done = set() if force else already_done(config.warehouse.path, candidates, current_rules_version(config))
+    todo = [c for c in candidates if c.attempt_id not in done]
+    skipped = [c for c in candidates if c.attempt_id in done]
+    return Plan(run_id or uuid.uuid4().hex, day.isoformat(), len(candidates), todo, skipped,
+                make_shards(todo, shards or config.schedule.shards), failures, started_at)
+
+
+def shard_url(config: Config, run_id: str, index: int) -> str:
+    return _lake(config).url("results", f"run={run_id}", f"shard={index}")
+
+
+def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_id: str) -> str:
+    """Land and attribute one shard, one attempt's failure never the shard's; write the result tables and the
+    failures as Parquet under <lake>/results/run=<run_id>/shard=<index>/ and return that folder's URL."""
+    from firstfault.connectors.static_context import load_static_context
+    from firstfault.pipeline import attribute, land
+
+    failures: list[dict] = []
+    landed = []
+    for c in candidates:
+        try:
+            ctx = load_static_context(c.spec_uri)
+            land([ctx], config)
+            landed.append(ctx)
+        except Exception as e:  # noqa: BLE001 - corrupt input, connector error, malformed spec
+            failures.append(_failure(c.attempt_id, c.spec_uri, "land", _describe(e)))
+    fingerprints = {c.attempt_id: c.fingerprint for c in candidates}
+    parts = []
+    if landed:
+        try:
+            parts.append(attribute(landed, config, fingerprints=fingerprints).tables)
+        except Exception:  # noqa: BLE001 - find the attempt that breaks it; attribute the others one by one
+            for ctx in landed:
+                try:
+                    parts.append(attribute([ctx], config, fingerprints=fingerprints).tables)
+                except Exception as e:  # noqa: BLE001
+                    failures.append(_failure(ctx.attempt_id, ctx.spec_uri, "attribute", _describe(e)))
+    for f in failures:
+        log.warning("nightly: %s (%s) failed at %s: %s", f["attempt_id"], f["spec_uri"], f["stage"], f["error"])
+    lake = _lake(config)
+    folder = lake.path("results", f"run={run_id}", f"shard={index}")
+    if lake.fs.exists(folder):
+        lake.fs.rm(folder, recursive=True)
+    lake.fs.makedirs(folder, exist_ok=True)
+    if parts:
+        for name in ATTEMPT_TABLES:
+            table = pa.concat_tables([p[name] for p in parts], promote_options="permissive")
+            _write(lake, posixpath.join(folder, f"{name}.parquet"), table)
+    _write(lake, posixpath.join(folder, "failures.parquet"), pa.Table.from_pylist(failures, schema=FAILURE_SCHEMA))
+    return lake.fs.unstrip_protocol(folder)
+
+
+def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: str = "nightly",
+                 extra_failures: Sequence[dict] = ()) -> dict:
+    """The single writer: every shard's tables into the warehouse in one transaction, the run and its failures
+    recorded; then the fleet aggregates (`firstfault.fleet.rebuild`, when that module is installed). Returns the
+    summary (small: counts only)."""
+    from firstfault.attribution import catalog_path
+    from firstfault.warehouse.store import load_attempts
+
+    lake = _lake(config)
+    parts, failures = [], list(plan.failures) + list(extra_failures)
+    for url in shard_urls:
+        folder = lake.fs._strip_protocol(url)
+        names = {posixpath.basename(p) for p in lake.fs.ls(folder, detail=False)}
+        if "failures.parquet" in names:
+            failures.extend(_read(lake, posixpath.join(folder, "failures.parquet")).to_pylist())
+        if all(f"{n}.parquet" in names for n in ATTEMPT_TABLES):
+            parts.append({n: _read(lake, posixpath.join(folder, f"{n}.parquet")) for n in ATTEMPT_TABLES})
+    verdicts = Counter(v for p in parts for v in p["attributions"].column("verdict").to_pylist())
+    attributed = sum(verdicts.values())
+    catalog = duckdb.sql(f"SELECT * REPLACE (CAST(code AS BIGINT) AS code) FROM read_csv('{catalog_path().as_posix()}', "
+                         "header = true, all_varchar = true)").to_arrow_table()
+    run = {
+        "run_id": plan.run_id, "flow": flow, "started_at": plan.started_at.replace(tzinfo=None),
+        "finished_at": datetime.now(timezone.utc).replace(tzinfo=None), "attempts": attributed,
+        "rules_version": current_rules_version(config), "lake_root": config.lake.root, "run_date": plan.run_date,
+        "found": plan.found, "skipped": len(plan.skipped), "failed": len(failures),
+    }
+    load_attempts(config.warehouse.path, parts, catalog, run, failures)
+    fleet = rebuild_fleet(config)
+    # the warehouse holds the results now; the run's folder in the lake was only the hand-over between tasks
+    run_folder = lake.path("results", f"run={plan.run_id}")
+    if lake.fs.exists(run_folder):
+        lake.fs.rm(run_folder, recursive=True)
+    return {"run_id": plan.run_id, "run_date": plan.run_date, "found": plan.found, "skipped": len(plan.skipped),
+            "attributed": attributed, "failed": len(failures), "shards": len(shard_urls), "verdicts": dict(sorted(verdicts.items())),
+            "failures": [{k: f.get(k) for k in ("attempt_id", "spec_uri", "stage", "error")} for f in failures],
+            "fleet": fleet, "warehouse": config.warehouse.path}
+
+
+def rebuild_fleet(config: Config) -> str:
+    """Call `firstfault.fleet.rebuild(warehouse_path, config)` when that module exists (fleet aggregates are built
+    by it); a failure there is reported, never undoes the night's load."""
+    if importlib.util.find_spec("firstfault.fleet") is None:
+        return "skipped (firstfault.fleet not installed)"
+    try:
+        fleet = importlib.import_module("firstfault.fleet")
+        rebuild = getattr(fleet, "rebuild", None)
+        if rebuild is None:
+            return "skipped (firstfault.fleet has no rebuild)"
+        rebuild(config.warehouse.path, config)
+        return "rebuilt"
+    except Exception as e:  # noqa: BLE001
+        log.warning("nightly: fleet aggregates not rebuilt: %s", _describe(e))
+        return f"failed: {_describe(e)}"
+
+
+def run_nightly(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
+                shards: int = 0, flow: str = "nightly") -> dict:
+    """The whole night without Prefect: the same functions the flow's tasks call, shards one after the other."""
+    plan = prepare(config, run_date, catalog, force, shards)
+    urls = [run_shard(i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)]
+    return load_results(urls, plan, config, flow=flow)
+
+
+def shard_failure_rows(shard: Sequence[Candidate], error: BaseException | str) -> list[dict]:
+    """Failure rows for every attempt of a shard whose task died as a whole (a worker lost, say)."""
+    text = error if isinstance(error, str) else _describe(error)
+    return [_failure(c.attempt_id, c.spec_uri, "shard", text) for c in shard]
+
+
+def render_summary(summary: dict) -> str:
+    lines = [
+        f"nightly {summary['run_date']}  run {summary['run_id'][:12]}  warehouse {summary['warehouse']}",
+        f"attempts found {summary['found']}, skipped (unchanged) {summary['skipped']}, attributed {summary['attributed']}, "
+        f"failed {summary['failed']}  ({summary['shards']} shard{'s' if summary['shards'] != 1 else ''})",
+    ]
+    if summary["verdicts"]:
+        lines.append("verdicts: " + ", ".join(f"{k} {v}" for k, v in summary["verdicts"].items()))
+    for f in summary["failures"][:10]:
+        lines.append(f"  FAILED {f['attempt_id'] or '-'} [{f['stage']}] {f['spec_uri']}: {(f['error'] or '')[:160]}")
+    if len(summary["failures"]) > 10:
+        lines.append(f"  … {len(summary['failures']) - 10} more: SELECT * FROM run_failures WHERE run_id = '{summary['run_id']}'")
+    lines.append(f"fleet aggregates: {summary['fleet']}")
+    return "\n".join(lines)
+
+
+# helpers --------------------------------------------------------------------------------------------------------
+
+def _lake(config: Config) -> Lake:
+    return Lake(config.lake.root, config.lake.storage_options())
+
+
+def _failure(attempt_id: str | None, spec_uri: str, stage: str, error: str) -> dict:
+    return {"attempt_id": attempt_id, "spec_uri": spec_uri, "stage": stage, "error": error}
+
+
+def _describe(e: BaseException) -> str:
+    return str(e) if isinstance(e, BadInput) else f"{type(e).__name__}: {e}"
+
+
+def _write(lake: Lake, path: str, table: pa.Table) -> None:
+    with lake.fs.open(path, "wb") as f:
+        pq.write_table(table, f, compression="zstd")
+
+
+def _read(lake: Lake, path: str) -> pa.Table:
+    with lake.fs.open(path, "rb") as f:
+        return pq.read_table(f)
+
+

@@ -1,0 +1,631 @@
+"""`firstfault report`: a self-contained offline HTML view of a warehouse (CONTRACTS §1), and Prefect artifacts.
+
+No server, no CDN, no JavaScript framework: inline CSS, inline SVG charts drawn here. Every text that comes from a
+log or from the warehouse goes through `esc` (html.escape) — logs are untrusted. The warehouse is opened read-only.
+Fleet sections (node_offenders, port_hotspots, gpu_model_trends, incidents) are rendered only when their table exists;
+their columns are read from the table itself, so the view follows whatever the fleet flow writes.
+"""
+from __future__ import annotations
+
+import html
+import json
+from collections import Counter
+from decimal import Decimal
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+from firstfault.ids import attempt_key
+
+FLEET_TABLES = ("node_offenders", "port_hotspots", "gpu_model_trends", "incidents")
+FAILED = ("attributed", "ambiguous", "unattributed")
+ROLE_COLOURS = {
+    "root_cause": "#c62828", "corroboration": "#1565c0", "confirmation": "#2e7d32", "symptom": "#ef6c00",
+    "context": "#9e9e9e",
+}
+VERDICT_COLOURS = {"attributed": "#c62828", "ambiguous": "#8e24aa", "unattributed": "#6d4c41", "not_failed": "#2e7d32"}
+MAX_ROWS = 200
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
+header{background:#263238;color:#fff;padding:12px 24px}header a{color:#b3e5fc}
+header h1{margin:0;font-size:20px}header .sub{color:#cfd8dc;font-size:12px}
+main{padding:8px 24px 40px}
+h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
+h3{font-size:15px;margin:16px 0 6px}
+table{border-collapse:collapse;background:#fff;margin:6px 0;font-size:13px}
+th,td{border:1px solid #e0e0e0;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#eceff1}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.pill{display:inline-block;border-radius:9px;padding:0 8px;color:#fff;font-size:12px}
+.note{background:#fff8e1;border:1px solid #ffe082;padding:6px 10px;display:inline-block;border-radius:4px}
+.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #e0e0e0;border-radius:6px;padding:8px 14px}
+.card b{font-size:22px;display:block}
+.kv td:first-child{font-weight:600;background:#f5f5f5;white-space:nowrap}
+pre.raw{margin:0;white-space:pre-wrap;word-break:break-all;font:12px/1.35 ui-monospace,Menlo,Consolas,monospace}
+.role{font-weight:600}
+svg{background:#fff;border:1px solid #e0e0e0;display:block;margin:6px 0;max-width:100%;height:auto}
+td.nowrap{white-space:nowrap}
+svg text{font:11px system-ui,sans-serif;fill:#333}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
+"""
+
+
+def esc(value) -> str:
+    """Any value as escaped HTML text (lists joined, None as a dash)."""
+    if value is None:
+        return "–"
+    if isinstance(value, (list, tuple)):
+        return esc(", ".join(str(v) for v in value)) if value else "–"
+    if isinstance(value, dict):
+        return esc(json.dumps(value, default=str))
+    if isinstance(value, datetime):
+        return esc(fmt_ts(value))
+    if isinstance(value, (float, Decimal)):
+        return esc(f"{float(value):.3g}")
+    return html.escape(str(value), quote=True)
+
+
+def fmt_ts(ts) -> str:
+    """UTC timestamp text; naive warehouse timestamps are UTC already."""
+    if ts is None:
+        return "–"
+    if isinstance(ts, datetime):
+        if ts.tzinfo is not None:
+            ts = ts.astimezone(timezone.utc).replace(tzinfo=None)
+        text = ts.strftime("%Y-%m-%d %H:%M:%S")
+        if ts.microsecond:
+            text += f".{ts.microsecond // 1000:03d}"
+        return text + " UTC"
+    return str(ts)
+
+
+def page(title: str, body: str, *, up: str = "") -> str:
+    nav = f'<a href="{up}index.html">fleet summary</a> · ' if up else ""
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title><style>{CSS}</style></head>"
+        f"<body><header><h1>{esc(title)}</h1><div class=\"sub\">{nav}firstfault report · generated {generated} · "
+        f"all times UTC</div></header><main>{body}</main></body></html>\n"
+    )
+
+
+def pill(verdict) -> str:
+    colour = VERDICT_COLOURS.get(verdict or "", "#607d8b")
+    return f'<span class="pill" style="background:{colour}">{esc(verdict)}</span>'
+
+
+def table(headers: list[str], rows: list[list[str]], *, num: set[int] = frozenset()) -> str:
+    """rows are already-escaped HTML cells."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def not_computed(name: str) -> str:
+    return (f'<p class="note">not computed yet: the warehouse has no <code>{esc(name)}</code> table '
+            "(the nightly fleet aggregation writes it).</p>")
+
+
+# ---------------------------------------------------------------------------------------------- warehouse reads
+
+def query(con, sql: str, params: list | None = None) -> list[dict]:
+    cursor = con.execute(sql, params or [])
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def existing_tables(con) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def table_columns(con, name: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+        [name]).fetchall()]
+
+
+def load_attempts(con) -> list[dict]:
+    from firstfault.verdict import load_verdicts
+
+    verdicts = {v["attempt_id"]: v for v in load_verdicts(con)}
+    extra = query(con, "SELECT attempt_id, start_ts, end_ts, gpu_model, nodes FROM attributions ORDER BY attempt_id")
+    for row in extra:
+        verdicts[row["attempt_id"]].update(row)
+    return [verdicts[r["attempt_id"]] for r in extra]
+
+
+def load_evidence(con, attempt_id: str) -> list[dict]:
+    return query(con, "SELECT * FROM attribution_evidence WHERE attempt_id = ? ORDER BY position", [attempt_id])
+
+
+def load_context_events(con, attempt_id: str) -> list[dict]:
+    """Events with a role that the evidence list does not already carry (shown grey on the timeline)."""
+    return query(con, """
+        SELECT e.event_id, e.kind, e.node, e.rank, e.ts, e.role, e.uri, e.line, e.raw AS text FROM events e
+        WHERE e.attempt_id = ? AND e.role IS NOT NULL AND e.role <> 'ignored'
+          AND e.event_id NOT IN (SELECT event_id FROM attribution_evidence WHERE attempt_id = ? AND event_id IS NOT NULL)
+        ORDER BY e.ts NULLS LAST""", [attempt_id, attempt_id])
+
+
+# ---------------------------------------------------------------------------------------------- SVG charts
+
+def svg_bars(items: list[tuple[str, float]], *, colours: dict | None = None, width: int = 520) -> str:
+    """Horizontal bar chart: one bar per (label, value)."""
+    if not items:
+        return "<p>–</p>"
+    left, bar_h, gap = 150, 18, 6
+    top = max(v for _, v in items) or 1
+    height = len(items) * (bar_h + gap) + 10
+    parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
+    for i, (label, value) in enumerate(items):
+        y = 5 + i * (bar_h + gap)
+        w = max(1.0, (width - left - 50) * value / top)
+        colour = (colours or {}).get(label, "#546e7a")
+        parts.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{esc(label)}</text>'
+                     f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"><title>{esc(label)}: '
+                     f'{esc(value)}</title></rect><text x="{left + w + 5:.1f}" y="{y + 13}">{esc(value)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _heat_colour(fraction: float) -> str:
+    f = max(0.0, min(1.0, fraction))
+    r, g, b = 255, int(245 - 190 * f), int(235 - 200 * f)
+    return f"rgb({r},{g},{b})"
+
+
+def svg_heatmap(cells: dict[tuple[str, str], float], row_label: str, col_label: str) -> str:
+    """Grid of rows × columns coloured by value (white → red), the value written in each cell."""
+    rows = sorted({r for r, _ in cells}, key=lambda r: -sum(v for (rr, _), v in cells.items() if rr == r))[:40]
+    cols = sorted({c for _, c in cells}, key=lambda c: -sum(v for (_, cc), v in cells.items() if cc == c))[:40]
+    top_value = max(cells.values()) or 1
+    cw, ch, left, head = 56, 22, 150, 90
+    width, height = left + cw * len(cols) + 10, head + ch * len(rows) + 10
+    parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             f'<text x="4" y="14" font-weight="600">{esc(row_label)} ↓ · {esc(col_label)} →</text>']
+    for j, col in enumerate(cols):
+        x = left + j * cw + cw / 2
+        parts.append(f'<text transform="translate({x:.0f},{head - 6}) rotate(-40)">{esc(col)}</text>')
+    for i, row in enumerate(rows):
+        y = head + i * ch
+        parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{esc(row)}</text>')
+        for j, col in enumerate(cols):
+            value = cells.get((row, col))
+            fill = "#f5f5f5" if value is None else _heat_colour(value / top_value)
+            tip = f"{row} × {col}: {'–' if value is None else value}"
+            parts.append(f'<rect x="{left + j * cw}" y="{y}" width="{cw - 2}" height="{ch - 2}" fill="{fill}">'
+                         f"<title>{esc(tip)}</title></rect>")
+            if value is not None:
+                parts.append(f'<text x="{left + j * cw + cw / 2 - 1:.0f}" y="{y + 15}" text-anchor="middle">{esc(value)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def svg_trend(points: list[tuple[str, float, float | None, float | None]], *, title: str, y_label: str) -> str:
+    """Line chart over ordered x labels (weeks); the interval [lo, hi] as a shaded band and whiskers."""
+    width, height, left, right, top, bottom = 560, 220, 56, 44, 24, 46
+    values = [v for _, v, lo, hi in points for v in (v, lo, hi) if v is not None]
+    y_max = max(values + [0.0]) * 1.1 or 1.0
+    y_min = min(values + [0.0])
+    n = len(points)
+
+    def x(i):
+        return left + (width - left - right) * (0.5 if n == 1 else i / (n - 1))
+
+    def y(v):
+        return top + (height - top - bottom) * (1 - (v - y_min) / ((y_max - y_min) or 1))
+
+    parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             f'<text x="{left}" y="15" font-weight="600">{esc(title)}</text>',
+             f'<text transform="translate(12,{(height - bottom + top) / 2:.0f}) rotate(-90)" text-anchor="middle">{esc(y_label)}</text>']
+    for k in range(5):
+        v = y_min + (y_max - y_min) * k / 4
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{esc(round(v, 3))}</text>')
+    band = [(x(i), lo, hi) for i, (_, _, lo, hi) in enumerate(points) if lo is not None and hi is not None]
+    if len(band) > 1:
+        poly = [f"{bx:.1f},{y(hi):.1f}" for bx, _, hi in band] + [f"{bx:.1f},{y(lo):.1f}" for bx, lo, _ in reversed(band)]
+        parts.append(f'<polygon points="{" ".join(poly)}" fill="#90caf9" fill-opacity="0.35"/>')
+    for bx, lo, hi in band:
+        parts.append(f'<line x1="{bx:.1f}" x2="{bx:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" stroke="#1565c0"/>')
+    line = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, (_, v, _, _) in enumerate(points))
+    parts.append(f'<polyline points="{line}" fill="none" stroke="#1565c0" stroke-width="2"/>')
+    for i, (label, v, lo, hi) in enumerate(points):
+        tip = f"{label}: {v}" + (f" [{lo}, {hi}]" if lo is not None and hi is not None else "")
+        parts.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3.5" fill="#1565c0"><title>{esc(tip)}</title></circle>'
+                     f'<text x="{x(i):.1f}" y="{height - bottom + 16}" text-anchor="middle">{esc(label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def svg_timeline(marks: list[dict], lanes: list[str], root_ts: datetime | None, window: tuple | None = None) -> str:
+    """One lane per node, x = time (UTC); marks carry node, ts, role, label; the root cause as a red diamond."""
+    timed = [m for m in marks if m["ts"] is not None and (window is None or window[0] <= m["ts"] <= window[1])]
+    width, left, right, top, lane_h = 1160, 130, 20, 34, 30
+    height = top + lane_h * len(lanes) + 30
+    parts = [f'<svg class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
+    if not timed:
+        parts.append(f'<text x="10" y="20">no timestamped evidence</text></svg>')
+        return "".join(parts)
+    t0, t1 = min(m["ts"] for m in timed), max(m["ts"] for m in timed)
+    span = (t1 - t0).total_seconds() or 60.0
+    t0_pad = t0.timestamp() - span * 0.03
+    full = span * 1.06
+
+    def x(ts):
+        return left + (width - left - right) * (ts.timestamp() - t0_pad) / full
+
+    for k in range(7):
+        t = t0_pad + full * k / 6
+        tx = left + (width - left - right) * k / 6
+        label = datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S")
+        anchor = "start" if k == 0 else "end" if k == 6 else "middle"
+        parts.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{top - 6}" y2="{height - 24}" stroke="#eee"/>'
+                     f'<text x="{tx:.1f}" y="{top - 10}" text-anchor="{anchor}">{label}</text>')
+    parts.append(f'<text x="{left}" y="{height - 6}">{esc(fmt_ts(t0))} → {esc(fmt_ts(t1))}</text>')
+    lane_y = {lane: top + i * lane_h + lane_h / 2 for i, lane in enumerate(lanes)}
+    for lane, ly in lane_y.items():
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{ly:.1f}" y2="{ly:.1f}" stroke="#cfd8dc"/>'
+                     f'<text x="{left - 8}" y="{ly + 4:.1f}" text-anchor="end" font-weight="600">{esc(lane)}</text>')
+    if root_ts is not None:
+        rx = x(root_ts)
+        parts.append(f'<line class="root-line" x1="{rx:.1f}" x2="{rx:.1f}" y1="{top - 4}" y2="{height - 24}" '
+                     f'stroke="#c62828" stroke-dasharray="4,3"/>')
+    order = {"context": 0, "symptom": 1, "confirmation": 2, "corroboration": 3, "root_cause": 4}
+    for m in sorted(timed, key=lambda m: order.get(m["role"], 0)):
+        mx, my = x(m["ts"]), lane_y[m["lane"]]
+        colour = ROLE_COLOURS.get(m["role"], "#9e9e9e")
+        tip = f"{m['role']} · {m['label']} · {fmt_ts(m['ts'])}"
+        if m["role"] == "root_cause":
+            shape = (f'<polygon class="root-cause" points="{mx:.1f},{my - 10:.1f} {mx + 9:.1f},{my:.1f} {mx:.1f},{my + 10:.1f} '
+                     f'{mx - 9:.1f},{my:.1f}" fill="{colour}" stroke="#000" stroke-width="1.2">')
+            end = "</polygon>"
+        elif m["role"] in ("corroboration", "confirmation"):
+            shape = f'<rect x="{mx - 5:.1f}" y="{my - 5:.1f}" width="10" height="10" fill="{colour}">'
+            end = "</rect>"
+        else:
+            r = 3 if m["role"] == "context" else 5
+            shape = f'<circle cx="{mx:.1f}" cy="{my:.1f}" r="{r}" fill="{colour}" fill-opacity="0.8">'
+            end = "</circle>"
+        parts.append(f"{shape}<title>{esc(tip)}</title>{end}")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def timeline_legend() -> str:
+    names = {"root_cause": "root cause ◆", "corroboration": "corroboration ■", "confirmation": "confirmation ■",
+             "symptom": "symptom / cascade ●", "context": "other rule-tagged events"}
+    return '<div class="legend">' + "".join(
+        f'<span><i style="background:{ROLE_COLOURS[k]}"></i>{esc(v)}</span>' for k, v in names.items()) + "</div>"
+
+
+# ---------------------------------------------------------------------------------------------- index page
+
+def attempt_href(attempt_id: str) -> str:
+    return f"attempts/{attempt_key(attempt_id)}.html"
+
+
+def summary_section(attempts: list[dict]) -> str:
+    verdicts = Counter(a["verdict"] for a in attempts)
+    failed = [a for a in attempts if a["verdict"] in FAILED]
+    domains = Counter(f"{a['domain'] or '–'}/{a['subdomain'] or '–'}" for a in failed)
+    culprits = Counter(n for a in failed for n in (a["culprit_nodes"] or []))
+    cards = "".join(f'<div class="card"><b>{n}</b>{esc(label)}</div>' for label, n in (
+        ("attempts", len(attempts)), ("failed", len(failed)),
+        ("attributed", verdicts.get("attributed", 0)), ("ambiguous", verdicts.get("ambiguous", 0)),
+        ("unattributed", verdicts.get("unattributed", 0))))
+    return (
+        f'<h2 id="summary">Fleet summary</h2><div class="cards">{cards}</div>'
+        '<div class="cards"><div><h3>Verdicts</h3>'
+        + svg_bars(sorted(verdicts.items(), key=lambda kv: -kv[1]), colours=VERDICT_COLOURS)
+        + "</div><div><h3>Domains of failed attempts</h3>" + svg_bars(domains.most_common(12))
+        + "</div></div><h3>Top culprit nodes</h3>"
+        + (svg_bars(culprits.most_common(10)) if culprits else "<p>no culprit nodes named.</p>")
+    )
+
+
+def attempts_section(attempts: list[dict]) -> str:
+    rows = []
+    for a in attempts:
+        link = (f'<a href="{esc(attempt_href(a["attempt_id"]))}">{esc(a["attempt_id"])}</a>'
+                if a["verdict"] in FAILED else esc(a["attempt_id"]))
+        cause = a["root_cause"]["summary"] if a.get("root_cause") else None
+        rows.append([f'<span style="white-space:nowrap">{link}</span>', esc(a["state"]), pill(a["verdict"]), esc(f"{a['domain'] or '–'}/{a['subdomain'] or '–'}"),
+                     esc(a["culprit_nodes"]), esc(a["action"]), esc((a["quality"] or {}).get("confidence")),
+                     f'<div style="min-width:220px;max-width:340px;overflow-wrap:anywhere">{esc(cause)}</div>',
+                     esc(fmt_ts(a.get("start_ts"))), esc(a.get("gpu_model"))])
+    headers = ["attempt", "state", "verdict", "domain/subdomain", "culprits", "action", "confidence", "cause",
+               "start", "GPU"]
+    return f'<h2 id="attempts">Attempts ({len(attempts)})</h2>' + table(headers, rows)
+
+
+def generic_table(con, name: str, columns: list[tuple[str, str]]) -> str:
+    numeric = [c for c, t in columns if _is_numeric(t)]
+    order = f' ORDER BY "{numeric[0]}" DESC NULLS LAST' if numeric else ""
+    total = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+    rows = query(con, f'SELECT * FROM "{name}"{order} LIMIT {MAX_ROWS}')
+    names = [c for c, _ in columns]
+    num = {i for i, (_, t) in enumerate(columns) if _is_numeric(t)}
+    body = table(names, [[esc(r[c]) for c in names] for r in rows], num=num)
+    shown = f"<p>{total} rows" + (f", showing the first {MAX_ROWS}" if total > MAX_ROWS else "") + ".</p>"
+    return shown + body
+
+
+def _is_numeric(data_type: str) -> bool:
+    t = data_type.upper()
+    return any(k in t for k in ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "NUMERIC")) and "[]" not in t
+
+
+def _pick(columns: list[tuple[str, str]], candidates: tuple[str, ...], *, numeric: bool | None = None,
+          exclude: tuple[str, ...] = ()) -> str | None:
+    names = {c.lower(): (c, t) for c, t in columns if c not in exclude}
+    for cand in candidates:
+        if cand in names and (numeric is None or _is_numeric(names[cand][1]) == numeric):
+            return names[cand][0]
+    return None
+
+
+def heatmap_section(con, columns: list[tuple[str, str]]) -> str:
+    row_col = _pick(columns, ("switch", "switch_port", "host", "node", "reporter_node", "device", "hca"), numeric=False)
+    col_col = _pick(columns, ("port", "peer", "peer_node", "link", "peer_host", "hca_port", "device"),
+                    exclude=(row_col,) if row_col else ())
+    value_col = _pick(columns, ("score", "hotspot_score", "failures", "attempts", "events", "errors", "flaps",
+                                "incidents", "count", "n", "hits"), numeric=True)
+    if value_col is None:
+        value_col = next((c for c, t in columns if _is_numeric(t) and c not in (row_col, col_col)), None)
+    if not (row_col and col_col and value_col):
+        return "<p>(no heat-map columns recognised; the table is listed below)</p>"
+    rows = query(con, f'SELECT CAST("{row_col}" AS VARCHAR) AS r, CAST("{col_col}" AS VARCHAR) AS c, '
+                      f'sum("{value_col}") AS v FROM port_hotspots GROUP BY 1, 2')
+    cells = {(r["r"] or "–", r["c"] or "–"): round(float(r["v"] or 0), 3) for r in rows}
+    if not cells:
+        return "<p>no port hot spots.</p>"
+    return f"<h3>Heat map: {esc(value_col)} by {esc(row_col)} × {esc(col_col)}</h3>" + svg_heatmap(cells, row_col, col_col)
+
+
+def trends_section(con, columns: list[tuple[str, str]]) -> str:
+    model = _pick(columns, ("gpu_model", "model"))
+    week = _pick(columns, ("week", "week_start", "iso_week", "period", "day", "date"))
+    value = _pick(columns, ("rate", "failure_rate", "fail_rate", "value", "per_1k_gpu_hours", "rate_per_gpu_day",
+                            "failures", "attempts", "count"), numeric=True)
+    lo = _pick(columns, ("lo", "low", "lower", "ci_low", "ci_lo", "rate_lo", "rate_low", "lower_bound"), numeric=True)
+    hi = _pick(columns, ("hi", "high", "upper", "ci_high", "ci_hi", "rate_hi", "rate_high", "upper_bound"), numeric=True)
+    if not (model and week and value):
+        return "<p>(no trend columns recognised; the table is listed below)</p>"
+    extra = f', "{lo}" AS lo, "{hi}" AS hi' if lo and hi else ", NULL AS lo, NULL AS hi"
+    rows = query(con, f'SELECT CAST("{model}" AS VARCHAR) AS m, CAST("{week}" AS VARCHAR) AS w, "{value}" AS v{extra} '
+                      f'FROM gpu_model_trends ORDER BY 1, 2')
+    charts = []
+    for m in sorted({r["m"] for r in rows}, key=lambda s: s or ""):
+        pts = [(r["w"], float(r["v"] or 0), _float(r["lo"]), _float(r["hi"])) for r in rows if r["m"] == m]
+        interval = f" (band: {lo} … {hi})" if lo and hi else ""
+        charts.append(svg_trend(pts, title=f"{m or '–'}: {value} per {week}{interval}", y_label=value))
+    return '<div class="cards">' + "".join(charts) + "</div>"
+
+
+def _float(v):
+    return None if v is None else float(v)
+
+
+def fleet_section(con, tables: set[str], name: str, title: str) -> str:
+    out = f'<h2 id="{name}">{esc(title)}</h2>'
+    if name not in tables:
+        return out + not_computed(name)
+    columns = table_columns(con, name)
+    if name == "port_hotspots":
+        out += heatmap_section(con, columns)
+    elif name == "gpu_model_trends":
+        out += trends_section(con, columns)
+    return out + generic_table(con, name, columns)
+
+
+def runs_section(con, tables: set[str]) -> str:
+    if "runs" not in tables:
+        return ""
+    rows = query(con, "SELECT run_id, flow, started_at, finished_at, attempts, rules_version FROM runs "
+                      "ORDER BY started_at DESC NULLS LAST LIMIT 10")
+    if not rows:
+        return ""
+    return "<h2 id=\"runs\">Recent runs</h2>" + table(
+        ["run", "flow", "started", "finished", "attempts", "rules_version"],
+        [[esc(r["run_id"]), esc(r["flow"]), esc(r["started_at"]), esc(r["finished_at"]), esc(r["attempts"]),
+          esc(r["rules_version"])] for r in rows], num={4})
+
+
+def render_index(con, attempts: list[dict], tables: set[str], warehouse: str) -> str:
+    toc = " · ".join(f'<a href="#{a}">{t}</a>' for a, t in (
+        ("summary", "summary"), ("attempts", "attempts"), ("node_offenders", "node offenders"),
+        ("port_hotspots", "port hot spots"), ("gpu_model_trends", "GPU model trends"), ("incidents", "incidents")))
+    body = (f"<p>warehouse <code>{esc(warehouse)}</code> · {toc}</p>" + summary_section(attempts)
+            + attempts_section(attempts)
+            + fleet_section(con, tables, "node_offenders", "Node offenders")
+            + fleet_section(con, tables, "port_hotspots", "Port hot spots")
+            + fleet_section(con, tables, "gpu_model_trends", "GPU model trends")
+            + fleet_section(con, tables, "incidents", "Incidents")
+            + runs_section(con, tables))
+    return page("firstfault — fleet report", body)
+
+
+# ---------------------------------------------------------------------------------------------- attempt pages
+
+def verdict_section(v: dict) -> str:
+    rc = v.get("root_cause") or {}
+    q = v.get("quality") or {}
+    rows = [
+        ("verdict", pill(v["verdict"])), ("state", esc(v["state"])),
+        ("domain / subdomain", esc(f"{v['domain'] or '–'} / {v['subdomain'] or '–'}")),
+        ("root cause", esc(rc.get("summary")) if rc else "–"),
+        ("root event", esc(root_event_text(rc)) if rc else "–"),
+        ("culprit nodes", f"<b>{esc(v['culprit_nodes'])}</b>"), ("culprit ranks", esc(v["culprit_ranks"])),
+        ("granularity", esc(v["granularity"])), ("affected nodes", esc(v["affected_nodes"])),
+        ("action", f"<b>{esc(v['action'])}</b>"), ("confidence", f"<b>{esc(q.get('confidence'))}</b>"),
+        ("reasons", "<ul>" + "".join(f"<li>{esc(r)}</li>" for r in q.get("reasons") or []) + "</ul>"),
+        ("sources", esc(f"present: {', '.join(q.get('sources_present') or []) or '–'}; missing: "
+                        f"{', '.join(q.get('sources_missing') or []) or '–'}; clock skew {q.get('clock_skew_s')} s")),
+        ("attempt window", esc(f"{fmt_ts(v.get('start_ts'))} → {fmt_ts(v.get('end_ts'))}")),
+        ("GPU model", esc(v.get("gpu_model"))), ("rules_version", esc(v["rules_version"])),
+    ]
+    body = "".join(f"<tr><td>{esc(k)}</td><td>{val}</td></tr>" for k, val in rows)
+    return f'<h2>Verdict</h2><table class="kv">{body}</table>'
+
+
+def root_event_text(rc: dict) -> str:
+    parts = [rc.get("event") or "?"]
+    for label, key in (("code", "code"), ("on", "node"), ("GPU", "gpu"), ("rank", "rank"), ("at", "ts"), ("rule", "rule")):
+        if rc.get(key) is not None:
+            parts.append(f"{label} {rc[key]}")
+    return " ".join(parts)
+
+
+def candidates_section(v: dict) -> str:
+    cands = v.get("candidates") or []
+    if not cands:
+        return ""
+    return "<h2>Candidates</h2>" + table(
+        ["domain", "subdomain", "nodes", "score", "rule"],
+        [[esc(c["domain"]), esc(c["subdomain"]), esc(c["nodes"]), esc(c["score"]), esc(c["rule"])] for c in cands],
+        num={3})
+
+
+def timeline_section(v: dict, evidence: list[dict], context: list[dict]) -> str:
+    marks = [{"lane": e["node"] or "(job)", "ts": e["ts"], "role": e["role"],
+              "label": f"{e['kind'] or e['rule_id']} {e['node'] or ''} rank {e['rank']}"} for e in evidence]
+    marks += [{"lane": c["node"] or "(job)", "ts": c["ts"], "role": "context",
+               "label": f"{c['kind']} ({c['role']}) {c['node'] or ''} rank {c['rank']}"} for c in context]
+    lanes = list(dict.fromkeys([*(v.get("nodes") or []), *(m["lane"] for m in marks)]))
+    root_ts = next((e["ts"] for e in evidence if e["role"] == "root_cause" and e["ts"] is not None), None)
+    untimed = sum(1 for m in marks if m["ts"] is None)
+    note = f"<p>{untimed} evidence item(s) without a timestamp are listed below only.</p>" if untimed else ""
+    zoom = ""
+    stamps = [m["ts"] for m in marks if m["ts"] is not None]
+    if root_ts is not None and stamps and (max(stamps) - min(stamps)).total_seconds() > 600:
+        window = (root_ts - timedelta(seconds=30), root_ts + timedelta(seconds=90))
+        zoom = ("<h3>Zoom: 30 s before to 90 s after the root cause</h3>"
+                + svg_timeline(marks, lanes, root_ts, window))
+    return ("<h2>Timeline (UTC)</h2><p>One lane per node; the dashed red line is the root cause.</p>"
+            + timeline_legend() + svg_timeline(marks, lanes, root_ts) + zoom + note)
+
+
+def evidence_section(evidence: list[dict]) -> str:
+    rows = []
+    for e in evidence:
+        where = f"{e['uri']}:{e['line']}" if e["line"] is not None else (e["uri"] or "")
+        if e.get("locator"):
+            where += f" {e['locator']}"
+        colour = ROLE_COLOURS.get(e["role"], "#333")
+        rows.append([f'<span class="role" style="color:{colour}">{esc(e["role"])}</span>', esc(e["kind"] or e["rule_id"]),
+                     esc(e["node"]), esc(e["rank"]), esc(fmt_ts(e["ts"])), f"<code>{esc(where)}</code>",
+                     f'<pre class="raw">{esc(e["text"] or "")}</pre>'])
+    return (f"<h2>Evidence ({len(evidence)})</h2>"
+            + table(["role", "kind", "node", "rank", "time", "uri:line", "raw text"], rows))
+
+
+def connectors_section(v: dict) -> str:
+    reports = v.get("connector_reports") or []
+    if not reports:
+        return ""
+    return "<h2>Sources read</h2>" + table(
+        ["connector", "source", "uri", "status", "rows", "reason"],
+        [[esc(r.get("connector")), esc(r.get("source")), esc(r.get("uri")), esc(r.get("status")), esc(r.get("rows")),
+          esc(r.get("reason"))] for r in reports], num={4})
+
+
+def render_attempt(con, v: dict) -> str:
+    evidence = load_evidence(con, v["attempt_id"])
+    context = load_context_events(con, v["attempt_id"])
+    body = (verdict_section(v) + candidates_section(v) + timeline_section(v, evidence, context)
+            + evidence_section(evidence) + connectors_section(v))
+    return page(f"attempt {v['attempt_id']}", body, up="../")
+
+
+# ---------------------------------------------------------------------------------------------- entry points
+
+def write_report(warehouse: str, out_dir: str = "firstfault-report") -> Path:
+    """Render index.html and attempts/<attempt_key>.html for every failed attempt; returns the index path."""
+    from firstfault.warehouse.store import connect_reader
+
+    out = Path(out_dir)
+    (out / "attempts").mkdir(parents=True, exist_ok=True)
+    con = connect_reader(warehouse)
+    try:
+        tables = existing_tables(con)
+        attempts = load_attempts(con)
+        for v in attempts:
+            if v["verdict"] in FAILED:
+                (out / attempt_href(v["attempt_id"])).write_text(render_attempt(con, v), encoding="utf-8")
+        index = out / "index.html"
+        index.write_text(render_index(con, attempts, tables, warehouse), encoding="utf-8")
+    finally:
+        con.close()
+    return index
+
+
+def summary_markdown(attempts: list[dict], tables: set[str]) -> str:
+    verdicts = Counter(a["verdict"] for a in attempts)
+    lines = ["# firstfault run summary", "", f"{len(attempts)} attempts: "
+             + ", ".join(f"{n} {k}" for k, n in sorted(verdicts.items())), "",
+             "| attempt | verdict | domain/subdomain | culprits | action | confidence |", "|---|---|---|---|---|---|"]
+    for a in attempts:
+        if a["verdict"] in FAILED:
+            cells = [a["attempt_id"], a["verdict"], f"{a['domain'] or '-'}/{a['subdomain'] or '-'}",
+                     ", ".join(a["culprit_nodes"] or []) or "-", a["action"], (a["quality"] or {}).get("confidence")]
+            lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    missing = [t for t in FLEET_TABLES if t not in tables]
+    if missing:
+        lines += ["", "Fleet tables not computed yet: " + ", ".join(missing)]
+    return "\n".join(lines)
+
+
+def _md(value) -> str:
+    return html.escape(str(value if value is not None else "-")).replace("|", "\\|").replace("\n", " ")
+
+
+def artifact_key(text: str) -> str:
+    """Prefect artifact keys: lowercase letters, digits and dashes."""
+    import re
+
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-") or "firstfault"
+
+
+def publish_artifacts(warehouse_path: str, *, prefix: str = "firstfault") -> list:
+    """Publish the run summary as Prefect artifacts (call from a flow or task); returns the artifact ids."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    from firstfault.warehouse.store import connect_reader
+
+    con = connect_reader(warehouse_path)
+    try:
+        tables = existing_tables(con)
+        attempts = load_attempts(con)
+        fleet = {t: query(con, f'SELECT * FROM "{t}" LIMIT {MAX_ROWS}') for t in ("node_offenders", "port_hotspots")
+                 if t in tables}
+    finally:
+        con.close()
+    ids = [create_markdown_artifact(markdown=summary_markdown(attempts, tables), key=artifact_key(f"{prefix}-summary"),
+                                    description="firstfault: verdicts of the run")]
+    rows = [{"attempt_id": a["attempt_id"], "verdict": a["verdict"], "domain": a["domain"], "subdomain": a["subdomain"],
+             "culprit_nodes": ", ".join(a["culprit_nodes"] or []), "action": a["action"],
+             "confidence": (a["quality"] or {}).get("confidence"),
+             "root_cause": (a["root_cause"] or {}).get("summary")} for a in attempts]
+    ids.append(create_table_artifact(table=rows, key=artifact_key(f"{prefix}-attempts"),
+                                     description="firstfault: one row per attempt"))
+    for name, trows in fleet.items():
+        clean = [{k: _plain(v) for k, v in r.items()} for r in trows]
+        ids.append(create_table_artifact(table=clean, key=artifact_key(f"{prefix}-{name}"),
+                                         description=f"firstfault: {name}"))
+    return ids
+
+
+def _plain(value):
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, default=str)
+    return value

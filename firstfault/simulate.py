@@ -1,0 +1,446 @@
+"""A simulated fleet for measuring attribution accuracy (`firstfault simulate`, `firstfault evaluate`).
+
+`simulate` writes DIR/topology.yaml (node -> leaf switch and port), DIR/catalog/<day>/<attempt>/ (static context and
+logs in the real line formats of log-formats.md, through the shared writers of firstfault/logwriters.py) and
+DIR/truth.jsonl. The truth of every attempt comes ONLY from the fault that was injected into it (the FAULTS table
+below), never from the rules. The failure mix follows the Llama 3 405B interruption table (attribution-ideas.md §11)
+plus application failures and lifecycle endings. Deterministic for a seed.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import yaml
+
+from firstfault.logwriters import BUS_IDS, GPUS, Scenario
+
+T0 = datetime(2026, 11, 1, 0, 0, 0, tzinfo=timezone.utc)
+GPU_MODELS = (("H100", 0.55), ("A100", 0.2), ("B200", 0.15), ("H200", 0.1))
+KERNEL_FORMATS = ("syslog", "dmesg_t", "iso")
+CLUSTER = "sim"
+
+# kind -> (weight, expected verdict, domain, subdomain, attributable). Weights: per 1,000 attempts; the unexpected
+# hardware/software/network rows keep the proportions of the Llama 3 table (faulty GPU 148, HBM+SRAM 91, software
+# bug 54, switch/cable 35, host maintenance 32, GSP 17, NIC 7, NCCL watchdog unknown 7).
+FAULTS: dict[str, tuple[float, str, str | None, str | None, bool]] = {
+    "success": (400, "not_failed", None, None, True),
+    "time_limit": (45, "attributed", "infrastructure", "time_limit", True),
+    "cancelled": (25, "attributed", "infrastructure", "cancelled", True),
+    "gpu_lost": (48, "attributed", "hardware", "gpu_lost", True),            # faulty GPU: Xid 79
+    "gpu_nvlink": (38, "attributed", "hardware", "gpu_nvlink", True),        # faulty GPU: Xid 74 / 149
+    "gpu_firmware": (24, "attributed", "hardware", "gpu_firmware", True),    # GSP: Xid 119
+    "gpu_memory": (54, "attributed", "hardware", "gpu_memory", True),        # HBM/SRAM: Xid 48/94/95 + row remap
+    "ib_link": (21, "attributed", "network", "ib_link", True),              # switch/cable
+    "nic": (5, "attributed", "network", "nic", True),
+    "node_failure": (12, "attributed", "infrastructure", "node_failure", True),  # host maintenance
+    "preemption": (8, "attributed", "infrastructure", "preemption", True),
+    "nccl_segfault": (16, "attributed", "software", "nccl", True),          # software bug (dependency)
+    "exception": (30, "attributed", "application", "exception", True),
+    "cuda_oom": (30, "attributed", "application", "cuda_oom", True),
+    "collective_mismatch": (12, "attributed", "application", "collective_mismatch", True),
+    "watchdog_unknown": (12, "unattributed", None, None, False),           # NCCL watchdog timeouts, nothing else
+    "ambiguous": (15, "ambiguous", "hardware", "ambiguous", False),        # two GPU faults, same second, two nodes
+}
+HARDWARE = {"gpu_lost", "gpu_nvlink", "gpu_firmware", "gpu_memory"}
+NEEDS_PEERS = {"ib_link", "nic", "ambiguous"}
+
+
+@dataclass
+class Fleet:
+    nodes: list[str]
+    topology: dict[str, dict]
+    lemons: list[str]
+    bad_port_node: str
+
+
+def _fleet(rng: random.Random, n: int) -> Fleet:
+    nodes = [f"gpu-{i:04d}" for i in range(1, n + 1)]
+    topology = {node: {"switch": f"leaf-{i // 16 + 1:02d}", "port": i % 16 + 1} for i, node in enumerate(nodes)}
+    picks = rng.sample(nodes, min(3, n))
+    return Fleet(nodes, topology, picks[:2], picks[-1])
+
+
+def _job_size(rng: random.Random, limit: int) -> int:
+    size = rng.choices([1, 2, 4, 8, 16, 32, 64], weights=[18, 30, 22, 14, 8, 5, 3])[0]
+    return max(1, min(size, limit))
+
+
+def _ip(s: Scenario, node: str) -> str:
+    return s.ip(node)
+
+
+def _peers_fail_towards(s: Scenario, rng: random.Random, culprit: str, at: datetime) -> None:
+    """NCCL NET/IB completion errors on the peers of `culprit` (fan-in: many reporters, one peer)."""
+    others = [n for n in s.nodes if n != culprit]
+    for i, node in enumerate(rng.sample(others, min(len(others), 6))):
+        local = rng.randrange(GPUS)
+        t = at + timedelta(seconds=5 + i, milliseconds=rng.randrange(900))
+        s.nccl_warn(t, node, local, f"NET/IB : Got completion from peer {_ip(s, culprit)}<{40000 + rng.randrange(20000)}> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:{_ip(s, node)} remoteGids::ffff:{_ip(s, culprit)}")
+        s.nccl_warn(t + timedelta(milliseconds=200), node, local, f"NET/IB : Got completion from peer {_ip(s, culprit)}<{40000 + rng.randrange(20000)}> with status=5 opcode=32656 len=32659 vendor err 249 (Recv) localGid ::ffff:{_ip(s, node)} remoteGids::ffff:{_ip(s, culprit)}")
+
+
+def _socket_resets(s: Scenario, rng: random.Random, culprit: str, at: datetime) -> None:
+    others = [n for n in s.nodes if n != culprit]
+    for i, node in enumerate(rng.sample(others, min(len(others), 4))):
+        s.nccl_warn(at + timedelta(seconds=2 + i), node, rng.randrange(GPUS),
+                    f"Net : Call to recv from {_ip(s, culprit)}<{50000 + rng.randrange(10000)}> failed : Connection reset by peer", "misc/socket.cc:518")
+
+
+def _cascade(s: Scenario, rng: random.Random, at: datetime, seq: int) -> None:
+    """Watchdog timeouts on (a sample of) all ranks about ten minutes after the failure."""
+    ranks = sorted(rng.sample(range(len(s.nodes) * GPUS), min(len(s.nodes) * GPUS, 48)))
+    s.watchdog_cascade(at + timedelta(minutes=10, seconds=rng.randrange(3)), ranks, seq=seq)
+
+
+def _torchrun(s: Scenario, at: datetime, node: str, local: int, exitcode: int) -> None:
+    r = s.rank(node, local)
+    pid = 2380000 + r
+    s.plain(at, r, f"[{at:%Y-%m-%d %H:%M:%S},004] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: {exitcode}) local_rank: {local} (pid: {pid}) of binary: /usr/bin/python3")
+
+
+def _root_kern(s: Scenario, roots: list[str], node: str, at: datetime, text: str) -> None:
+    s.kern(node, at, text)
+    roots.append(text)
+
+
+def _root_app(s: Scenario, roots: list[str], at: datetime, rank: int, text: str) -> None:
+    s.plain(at, rank, text)
+    roots.append(text)
+
+
+def _traceback(s: Scenario, roots: list[str], at: datetime, r: int, last: str, frames: list[str]) -> None:
+    for text in ["Traceback (most recent call last):", *frames]:
+        s.plain(at, r, f"[rank{r}]: {text}")
+    _root_app(s, roots, at, r, f"[rank{r}]: {last}")
+
+
+def _gpu_xid(s: Scenario, rng: random.Random, roots: list[str], kind: str, node: str, local: int, at: datetime, gpu_model: str) -> None:
+    bus = BUS_IDS[local]
+    pci = f"PCI:0000:{bus}:00"
+    if kind == "gpu_lost":
+        s.kern(node, at - timedelta(seconds=1), f"NVRM: GPU at {pci}: GPU-{rng.getrandbits(32):08x}-c55b-d076-fa0e-d464e4c7e08b")
+        _root_kern(s, roots, node, at, f"NVRM: Xid ({pci}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
+        s.kern(node, at, f"NVRM: GPU 0000:{bus}:00.0: GPU has fallen off the bus.")
+    elif kind == "gpu_nvlink":
+        if gpu_model == "B200":
+            _root_kern(s, roots, node, at, f"NVRM: Xid ({pci}): 149, NETIR_LINK_EVT Fatal XC0 i0 Link {rng.randrange(18):02d} (0x00a001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)")
+        else:
+            _root_kern(s, roots, node, at, f"NVRM: Xid ({pci}): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link {rng.randrange(18)}(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)")
+        s.kern(node, at + timedelta(seconds=2), f"NVRM: Xid ({pci}): 45, pid={1818000 + local}, name=python3, Ch 00000001 caused by previous Xid {149 if gpu_model == 'B200' else 74}")
+    elif kind == "gpu_firmware":
+        _root_kern(s, roots, node, at, f"NVRM: Xid ({pci}): 119, pid={2024000 + rng.randrange(999)}, name=nvidia-smi, Timeout after 6s of waiting for RPC response from GPU{local} GSP! Expected function 103 (GSP_RM_ALLOC) (0x2081 0x4).")
+        s.kern(node, at, f"NVRM: GPU{local} GSP RPC buffer contains function 103 (GSP_RM_ALLOC) and data 0x0000000000002081 0x0000000000000004.")
+    else:  # gpu_memory
+        variant = rng.choice(("48", "95", "94"))
+        if variant == "48":
+            _root_kern(s, roots, node, at, f"NVRM: Xid ({pci}): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at physAddr 0x7fdf{rng.randrange(65536):04x}0 partition {rng.randrange(8)}, subpartition 1")
+        elif variant == "95":
+            _root_kern(s, roots, node, at, f"NVRM: Xid ({pci}): 95, pid={7000 + rng.randrange(999)}, Uncontained: LTC TAG (0x2,0x1). RST: Yes, D-RST: No")
+        else:
+            _root_kern(s, roots, node, at, f"NVRM: Xid ({pci}): 94, pid={7000 + rng.randrange(999)}, Contained: CE User Channel (0x9). RST: No, D-RST: No")
+        s.kern(node, at + timedelta(milliseconds=3), f"NVRM: Xid ({pci}): 63, pid={7000 + rng.randrange(999)}, Row Remapper: New row marked for remapping, reset gpu to activate")
+        s.kern(node, at + timedelta(milliseconds=5), f"NVRM: Xid ({pci}): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)")
+
+
+def _build(kind: str, s: Scenario, rng: random.Random, gpu_model: str, culprit: str | None, second: str | None) -> tuple[list[str], list[str], dict]:
+    """Inject the fault; return (culprit nodes, root lines as written, context overrides)."""
+    roots: list[str] = []
+    at = s.start + (s.end - s.start) * rng.uniform(0.5, 0.9)
+    at = at.replace(microsecond=rng.randrange(1000) * 1000)
+    seq = rng.randrange(500, 90000)
+    over: dict = {}
+    if kind == "success":
+        return [], roots, over
+    if kind == "time_limit":
+        s.plain(s.end - timedelta(seconds=1), 0, f"slurmstepd: error: *** JOB {rng.randrange(10**6, 10**7)} ON {s.nodes[0]} CANCELLED AT {s.end:%Y-%m-%dT%H:%M:%S} DUE TO TIME LIMIT ***")
+        roots.append("DUE TO TIME LIMIT ***")
+        s.plain(s.end, 0, "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.")
+        return [], roots, {"state": "TIMEOUT", "exit_code": "0:15"}
+    if kind == "cancelled":
+        s.plain(s.end, 0, f"slurmstepd: error: *** JOB {rng.randrange(10**6, 10**7)} ON {s.nodes[0]} CANCELLED AT {s.end:%Y-%m-%dT%H:%M:%S} ***")
+        roots.append(f"CANCELLED AT {s.end:%Y-%m-%dT%H:%M:%S} ***")
+        return [], roots, {"state": "CANCELLED", "exit_code": "0:15"}
+    if kind == "preemption":
+        s.plain(s.end, 0, f"slurmstepd: error: *** JOB {rng.randrange(10**6, 10**7)} ON {s.nodes[0]} CANCELLED AT {s.end:%Y-%m-%dT%H:%M:%S} DUE TO PREEMPTION ***")
+        roots.append("DUE TO PREEMPTION ***")
+        return [], roots, {"state": "PREEMPTED", "exit_code": "0:15"}
+    if kind == "node_failure":
+        s.end = at + timedelta(seconds=40)
+        _root_app(s, roots, at + timedelta(seconds=35), 0, f"srun: error: Node failure on {culprit}")
+        s.plain(at + timedelta(seconds=40), 0, f"slurmstepd: error: *** JOB {rng.randrange(10**6, 10**7)} ON {s.nodes[0]} CANCELLED AT {s.end:%Y-%m-%dT%H:%M:%S} DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***")
+        _socket_resets(s, rng, culprit, at)
+        s.kernel[culprit] = [(t, x) for t, x in s.kernel.get(culprit, []) if t < at]  # the node went silent
+        s.silent_after = {culprit: at}
+        return [culprit], roots, {"state": "NODE_FAIL", "exit_code": "0:0"}
+    if kind in HARDWARE:
+        local = rng.randrange(GPUS)
+        _gpu_xid(s, rng, roots, kind, culprit, local, at, gpu_model)
+        r = s.rank(culprit, local)
+        if kind == "gpu_memory":
+            s.plain(at + timedelta(seconds=1), r, f"[rank{r}]: RuntimeError: CUDA error: uncorrectable ECC error encountered")
+        elif kind == "gpu_nvlink":
+            s.nccl_warn(at + timedelta(seconds=2), culprit, local, "Cuda failure 'an uncorrectable NVLink error was detected during the execution'", "enqueue.cc:1512")
+        else:
+            s.plain(at + timedelta(seconds=2), r, f"[rank{r}]: RuntimeError: CUDA error: unspecified launch failure")
+        if len(s.nodes) > 1:
+            (_peers_fail_towards if rng.random() < 0.5 else _socket_resets)(s, rng, culprit, at + timedelta(seconds=2))
+        _cascade(s, rng, at, seq)
+        if rng.random() < 0.4:
+            _torchrun(s, at + timedelta(minutes=10, seconds=5), culprit, local, -6)
+        return [culprit], roots, {}
+    if kind == "ambiguous":
+        for node, k in ((culprit, "gpu_lost"), (second, "gpu_memory")):
+            _gpu_xid(s, rng, roots, k, node, rng.randrange(GPUS), at + timedelta(milliseconds=rng.randrange(800)), gpu_model)
+        _cascade(s, rng, at, seq)
+        return sorted([culprit, second]), roots, {}
+    if kind == "ib_link":
+        dev = f"0000:{rng.choice(['5e', '1a', 'c1', '9d'])}:00.0"
+        if rng.random() < 0.5:
+            _root_kern(s, roots, culprit, at, f"mlx5_core {dev}: mlx5_port_module_event:1131:(pid 0): Port module event[error]: module 0, Cable error, Bad or shorted cable/module")
+            s.kern(culprit, at + timedelta(milliseconds=30), "systemd-networkd[1021]: ib0: Lost carrier")
+        else:
+            _root_kern(s, roots, culprit, at, "systemd-networkd[1021]: ib0: Lost carrier")
+        _peers_fail_towards(s, rng, culprit, at)
+        _cascade(s, rng, at, seq)
+        return [culprit], roots, {}
+    if kind == "nic":
+        dev = f"0000:{rng.choice(['5e', '1a', 'c1', '9d'])}:00.0"
+        _root_kern(s, roots, culprit, at, f"mlx5_core {dev}: poll_health:801:(pid 0): device's health compromised - reached miss count")
+        s.kern(culprit, at + timedelta(microseconds=26), f"mlx5_core {dev}: print_health_info:431:(pid 0): Health issue observed, firmware internal error, severity(3) ERROR:")
+        _peers_fail_towards(s, rng, culprit, at)
+        _cascade(s, rng, at, seq)
+        return [culprit], roots, {}
+    if kind == "nccl_segfault":
+        local = rng.randrange(GPUS)
+        _root_kern(s, roots, culprit, at, f"pt_main_thread[{2536000 + local}]: segfault at 7f797fe00000 ip 00007f7c7ac69996 sp 00007f7c12fd7c30 error 4 in libnccl.so.2[7f7c7ac00000+d3d3000]")
+        if len(s.nodes) > 1:
+            _socket_resets(s, rng, culprit, at)
+        _torchrun(s, at + timedelta(seconds=6), culprit, local, -11)
+        _cascade(s, rng, at, seq)
+        return [culprit], roots, {}
+    if kind in ("exception", "cuda_oom"):
+        r = s.rank(culprit, rng.randrange(GPUS))
+        if kind == "exception":
+            _traceback(s, roots, at, r, rng.choice(("ValueError: corrupt shard /data/shard-00042.jsonl", "KeyError: 'input_ids'",
+                                                     "AssertionError: sequence length 8193 exceeds max_position_embeddings 8192")),
+                       ['  File "/workspace/train.py", line 301, in <module>', "    batch = next(it)"])
+        else:
+            _traceback(s, roots, at, r, f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {rng.uniform(1, 30):.2f} GiB. GPU {r % GPUS} has a total capacity of 79.15 GiB of which 12.73 GiB is free. Including non-PyTorch memory, this process has 66.40 GiB memory in use.",
+                       ['  File "/workspace/train.py", line 412, in <module>', "    loss = model(batch).loss"])
+        s.plain(at + timedelta(seconds=1), r, f"srun: error: {culprit}: task {r}: Exited with exit code 1")
+        if len(s.nodes) > 1 and rng.random() < 0.5:
+            _cascade(s, rng, at, seq)
+        return [culprit], roots, {}
+    if kind == "collective_mismatch":
+        n_ranks = len(s.nodes) * GPUS
+        ranks = sorted(rng.sample(range(n_ranks), min(n_ranks, 24)))
+        bad = s.rank(culprit, rng.randrange(GPUS))
+        if bad not in ranks:
+            ranks = sorted(ranks + [bad])
+        t = at + timedelta(minutes=10)
+        for i, r in enumerate(ranks):
+            op, numel = ("BROADCAST", 5056) if r == bad else ("ALLREDUCE", 2106881)
+            text = f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, Timeout(ms)=600000) ran for {600013 + i} milliseconds before timing out."
+            s.glog(t + timedelta(milliseconds=29 * i), r, "E", "ProcessGroupNCCL.cpp:607", text)
+            if r == bad:
+                roots.append(text)
+        return [culprit], roots, {}
+    if kind == "watchdog_unknown":
+        _cascade(s, rng, at, seq)
+        s.plain(s.end - timedelta(seconds=5), 0, "terminate called after throwing an instance of 'c10::DistBackendError'")
+        return [], roots, {"exit_code": "6:0"}
+    raise ValueError(kind)
+
+
+def _noise(s: Scenario, rng: random.Random, lines: int) -> None:
+    """INFO chatter, training progress, correctable AER and benign mlx5 lines."""
+    s.nccl_init(s.start + timedelta(seconds=30))
+    span = (s.end - s.start).total_seconds()
+    steps = max(5, lines - len(s.app))
+    for k in range(1, steps):
+        s.iteration(s.start + timedelta(seconds=60 + (span - 120) * k / steps), 10 * k)
+    for node in s.nodes:
+        if rng.random() < 0.15:
+            t = s.start + timedelta(seconds=rng.uniform(60, span - 60))
+            s.kern(node, t, "pcieport 0000:00:03.1: AER: Correctable error message received from 0000:00:00.0")
+            s.kern(node, t, "pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Transmitter ID)")
+        if rng.random() < 0.1:
+            s.kern(node, s.start + timedelta(seconds=rng.uniform(60, span - 60)), "mlx5_core 0000:5e:00.0: E-Switch: Total vports 2, per vport: max uc(128) max mc(2048)")
+
+
+def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: int = 7, seed: int = 0) -> Path:
+    """Write a simulated fleet under `out`; return the path of truth.jsonl."""
+    rng = random.Random(seed)
+    out = Path(out)
+    fleet = _fleet(rng, nodes)
+    (out / "catalog").mkdir(parents=True, exist_ok=True)
+    (out / "topology.yaml").write_text(yaml.safe_dump({"nodes": fleet.topology}, sort_keys=True), encoding="utf-8")
+    kinds = list(FAULTS)
+    weights = [FAULTS[k][0] for k in kinds]
+    truth_lines = []
+    for i in range(attempts):
+        kind = rng.choices(kinds, weights)[0]
+        size = _job_size(rng, nodes)
+        if kind in NEEDS_PEERS:
+            size = max(size, 2)
+        job_nodes = sorted(rng.sample(fleet.nodes, min(size, nodes)))
+        # repeat offenders: lemons draw hardware faults, the node behind the bad port draws link faults
+        culprit = rng.choice(job_nodes)
+        if kind in HARDWARE and rng.random() < 0.25:
+            culprit = rng.choice(fleet.lemons)
+        elif kind == "ib_link" and rng.random() < 0.5:
+            culprit = fleet.bad_port_node
+        if culprit not in job_nodes:
+            job_nodes[rng.randrange(len(job_nodes))] = culprit
+            job_nodes = sorted(set(job_nodes))
+        second = rng.choice([n for n in job_nodes if n != culprit]) if kind == "ambiguous" else None
+        gpu_model = rng.choices([m for m, _ in GPU_MODELS], [w for _, w in GPU_MODELS])[0]
+        start = T0 + timedelta(seconds=rng.uniform(0, days * 86400))
+        start = start.replace(microsecond=0)
+        end = start + timedelta(minutes=rng.uniform(30, 240))
+        workload = f"job-{i:05d}"
+        s = Scenario(workload, job_nodes, start, end.replace(microsecond=0), "FAILED", "1:0", kernel_format=rng.choice(KERNEL_FORMATS))
+        s.skew = {n: rng.uniform(-2.0, 2.0) for n in job_nodes}
+        if rng.random() < 0.05:  # occasionally one node's clock is well off
+            s.skew[rng.choice(job_nodes)] = rng.choice((-1, 1)) * rng.uniform(5, 30)
+        s.silent_after = {}
+        culprits, roots, over = _build(kind, s, rng, gpu_model, culprit, second)
+        if kind == "success":
+            over = {"state": "COMPLETED", "exit_code": "0:0"}
+        _noise(s, rng, rng.randint(150, 1500))
+        for node, t in s.silent_after.items():
+            s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
+        day = f"{start:%Y-%m-%d}"
+        folder = out / "catalog" / day / f"{workload}-0"
+        _write(folder, s, workload, gpu_model, over)
+        _, verdict, domain, subdomain, attributable = FAULTS[kind]
+        truth_lines.append({
+            "attempt_id": f"{CLUSTER}/{workload}/0", "spec": str(Path("catalog") / day / f"{workload}-0" / "attempt.yaml"),
+            "kind": kind, "verdict": verdict, "domain": domain, "subdomain": subdomain,
+            "culprit_nodes": culprits, "attributable": attributable, "gpu_model": gpu_model, "nodes": len(job_nodes),
+            "root_lines": roots, "max_abs_skew_s": round(max(abs(v) for v in s.skew.values()), 3),
+        })
+    path = out / "truth.jsonl"
+    path.write_text("".join(json.dumps(t, sort_keys=True) + "\n" for t in truth_lines), encoding="utf-8")
+    return path
+
+
+def _write(folder: Path, s: Scenario, workload: str, gpu_model: str, over: dict) -> None:
+    (folder / "app").mkdir(parents=True, exist_ok=True)
+    (folder / "kernel").mkdir(parents=True, exist_ok=True)
+    app = "\n".join(line for _, line in sorted(s.app, key=lambda x: x[0])) + "\n"
+    (folder / "app" / "train.log").write_text(app, encoding="utf-8")
+    for node in s.nodes:
+        (folder / "kernel" / f"{node}.log").write_text(s.kernel_file(node), encoding="utf-8")
+    spec = {
+        "workload_id": workload, "attempt": 0, "cluster": CLUSTER, "state": over.get("state", s.state),
+        "exit_code": over.get("exit_code", s.exit_code),
+        "start": s.start.strftime("%Y-%m-%dT%H:%M:%SZ"), "end": s.end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "timezone": "UTC", "gpu_model": gpu_model, "gpus_per_node": GPUS, "nodes": s.nodes,
+        "logs": [{"source": "applog", "path": "app/*.log"}, {"source": "syslog", "path": "kernel/{node}.log"}],
+    }
+    (folder / "attempt.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+
+
+def read_truth(directory: str | Path) -> list[dict]:
+    path = Path(directory) / "truth.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, lake: str | Path | None = None, batch: int = 100) -> str:
+    """Land, attribute and load every simulated attempt with pipeline.run_static in batches; return the warehouse path."""
+    from firstfault.config import Config, LakeSettings, WarehouseSettings
+    from firstfault.connectors.static_context import load_static_context
+    from firstfault.pipeline import run_static
+
+    root = Path(directory).resolve()
+    config = Config(lake=LakeSettings(root=str(Path(lake).resolve() if lake else root / "lake")),
+                    warehouse=WarehouseSettings(path=str(Path(warehouse).resolve() if warehouse else root / "firstfault.duckdb")))
+    specs = [root / t["spec"] for t in read_truth(root)]
+    for i in range(0, len(specs), batch):
+        run_static([load_static_context(str(p)) for p in specs[i:i + batch]], config, flow="simulate")
+    return config.warehouse.path
+
+
+def evaluate(directory: str | Path, warehouse: str | Path) -> dict:
+    """Score the warehouse's verdicts against truth.jsonl (see `firstfault evaluate`)."""
+    from firstfault.warehouse.store import connect_reader
+
+    truth = read_truth(directory)
+    con = connect_reader(str(warehouse))
+    try:
+        rows = con.execute("SELECT attempt_id, verdict, domain, subdomain, culprit_nodes FROM attributions").fetchall()
+    finally:
+        con.close()
+    got = {r[0]: {"verdict": r[1], "domain": r[2], "subdomain": r[3], "culprit_nodes": sorted(r[4] or [])} for r in rows}
+    n = {"attempts": len(truth), "scored": 0, "missing": 0}
+    verdict_ok = domain_ok = culprit_ok = sub_ok = failures = 0
+    confident_wrong: list[dict] = []
+    misses: list[dict] = []
+    confusion: dict[str, dict[str, int]] = {}
+    for t in truth:
+        g = got.get(t["attempt_id"])
+        if g is None:
+            n["missing"] += 1
+            continue
+        n["scored"] += 1
+        if g["verdict"] == t["verdict"]:
+            verdict_ok += 1
+        if t["verdict"] == "not_failed":
+            continue
+        exp_d, got_d = str(t["domain"]) if t["attributable"] else f"({t['verdict']})", str(g["domain"]) if g["verdict"] == "attributed" else f"({g['verdict']})"
+        confusion.setdefault(exp_d, {}).setdefault(got_d, 0)
+        confusion[exp_d][got_d] += 1
+        if not t["attributable"]:
+            if g["verdict"] == "attributed":
+                confident_wrong.append({**_brief(t), "got": g})
+            continue
+        failures += 1
+        d_ok = g["verdict"] == "attributed" and g["domain"] == t["domain"]
+        c_ok = g["verdict"] == "attributed" and g["culprit_nodes"] == sorted(t["culprit_nodes"])
+        domain_ok += d_ok
+        culprit_ok += c_ok
+        sub_ok += g["verdict"] == "attributed" and g["subdomain"] == t["subdomain"]
+        if g["verdict"] == "attributed" and not (d_ok and c_ok):
+            confident_wrong.append({**_brief(t), "got": g})
+        elif not (d_ok and c_ok):
+            misses.append({**_brief(t), "got": g})
+    ratio = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
+    return {
+        **n, "attributable_failures": failures,
+        "verdict_accuracy": ratio(verdict_ok, n["scored"]),
+        "domain_accuracy": ratio(domain_ok, failures),
+        "culprit_accuracy": ratio(culprit_ok, failures),
+        "subdomain_accuracy": ratio(sub_ok, failures),
+        "confident_wrong": len(confident_wrong), "confident_wrong_attempts": confident_wrong,
+        "misses": misses, "confusion": confusion,
+    }
+
+
+def _brief(t: dict) -> dict:
+    return {k: t[k] for k in ("attempt_id", "kind", "verdict", "domain", "subdomain", "culprit_nodes")}
+
+
+def render(result: dict) -> str:
+    pct = lambda v: "n/a" if v is None else f"{100 * v:.1f} %"  # noqa: E731
+    out = [f"attempts {result['attempts']} (scored {result['scored']}, missing {result['missing']}), attributable failures {result['attributable_failures']}",
+           f"verdict accuracy    {pct(result['verdict_accuracy'])}",
+           f"domain accuracy     {pct(result['domain_accuracy'])}",
+           f"culprit accuracy    {pct(result['culprit_accuracy'])}",
+           f"subdomain accuracy  {pct(result['subdomain_accuracy'])}",
+           f"confident wrong     {result['confident_wrong']}", "", "confusion (rows: expected domain, columns: got domain)"]
+    cols = sorted({c for row in result["confusion"].values() for c in row})
+    width = max([len(c) for c in cols] + [14])
+    out.append("".ljust(width) + "  " + "  ".join(c.rjust(width) for c in cols))
+    for exp in sorted(result["confusion"]):
+        out.append(exp.ljust(width) + "  " + "  ".join(str(result["confusion"][exp].get(c, 0)).rjust(width) for c in cols))
+    for title, key in (("confident wrong", "confident_wrong_attempts"), ("misses (not attributed)", "misses")):
+        if result[key]:
+            out += ["", f"{title}:"]
+            out += [f"  {m['attempt_id']} {m['kind']}: expected {m['verdict']} {m['domain']}/{m['subdomain']} {m['culprit_nodes']} "
+                    f"got {m['got']['verdict']} {m['got']['domain']}/{m['got']['subdomain']} {m['got']['culprit_nodes']}" for m in result[key][:40]]
+    return "\n".join(out)

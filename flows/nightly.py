@@ -1,0 +1,103 @@
+"""The nightly fleet run as a Prefect flow: one task per shard of attempts (never per attempt), paths between tasks,
+one final single-writer task. The work is the plain functions of firstfault/nightly.py.
+
+Task runners: the default thread pool, or Dask (`task_runner("dask")`: a local cluster of worker processes, or
+`address="tcp://scheduler:8786"` for a running cluster whose workers have firstfault installed).
+
+Run from plain cron (no Prefect server needed): `python -m firstfault.flows.nightly --config firstfault.toml`.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from prefect import flow, task, unmapped
+from prefect.cache_policies import NO_CACHE
+from prefect.logging import get_run_logger
+
+from firstfault.config import Config, resolve_config
+from firstfault.nightly import Candidate, Plan, load_results, prepare, render_summary, run_shard, shard_failure_rows
+
+FLOW_NAME = "nightly"
+DEPLOYMENT_NAME = "nightly"
+
+
+@task(name="nightly-shard", cache_policy=NO_CACHE)
+def shard_task(index: int, candidates: Sequence[Candidate], config: Config, run_id: str) -> str:
+    """Land + attribute one shard; returns the URL of the folder its result tables were written to."""
+    return run_shard(index, candidates, config, run_id)
+
+
+@task(name="nightly-load", cache_policy=NO_CACHE)
+def load_task(shard_urls: list[str], plan: Plan, config: Config, extra_failures: list[dict]) -> dict:
+    """The single warehouse writer (runs after every shard) and the fleet aggregates."""
+    return load_results(shard_urls, plan, config, flow=FLOW_NAME, extra_failures=extra_failures)
+
+
+@flow(name=FLOW_NAME)
+def nightly(run_date: str | None = None, config_path: str | None = None, catalog: str | None = None,
+            lake_root: str | None = None, warehouse_path: str | None = None, force: bool = False, shards: int = 0) -> dict:
+    """Attribute every attempt that ended on run_date (UTC, default yesterday) in the catalog."""
+    logger = get_run_logger()
+    config = resolve_config(config_path, lake_root=lake_root, warehouse_path=warehouse_path)
+    plan = prepare(config, run_date, catalog, force, shards, run_id=uuid.uuid4().hex)
+    logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
+                plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
+    futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))
+    futures.wait()
+    urls, lost = [], []
+    for shard, future in zip(plan.shards, futures):
+        if future.state.is_completed():
+            urls.append(future.result())
+        else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
+            error = future.state.message or "shard task failed"
+            logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
+            lost.extend(shard_failure_rows(shard, error))
+    summary = load_task(urls, plan, config, lost)
+    logger.info("%s", render_summary(summary))
+    return summary
+
+
+def task_runner(runner: str = "local", address: str | None = None, workers: int = 2):
+    """`local`: Prefect's thread pool. `dask`: prefect-dask's DaskTaskRunner on `address` or on a temporary
+    distributed.LocalCluster of `workers` processes with one thread each."""
+    if runner == "local":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner()
+    if runner == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        if address:
+            return DaskTaskRunner(address=address)
+        return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+                              cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
+                                              "dashboard_address": None})
+    raise ValueError(f"unknown runner {runner!r} (local or dask)")
+
+
+def run(runner: str = "local", address: str | None = None, **parameters) -> dict:
+    return nightly.with_options(task_runner=task_runner(runner, address))(**parameters)
+
+
+def deployment(config_path: str | None = None, name: str = DEPLOYMENT_NAME, cron: str | None = None, **parameters):
+    """The scheduled deployment `firstfault serve` serves (a RunnerDeployment: data, nothing started)."""
+    config = resolve_config(config_path)
+    params = {"config_path": config_path, **{k: v for k, v in parameters.items() if v not in (None, False, 0)}}
+    return nightly.to_deployment(name=name, cron=cron or config.schedule.cron, parameters=params,
+                                 description="firstfault nightly: attribute the attempts that ended yesterday (UTC)")
+
+
+def serve(config_path: str | None = None, name: str = DEPLOYMENT_NAME, cron: str | None = None, **parameters) -> None:
+    """Register the deployment with the configured Prefect server and run its scheduled runs until stopped."""
+    config = resolve_config(config_path)
+    params = {"config_path": config_path, **{k: v for k, v in parameters.items() if v not in (None, False, 0)}}
+    nightly.serve(name=name, cron=cron or config.schedule.cron, parameters=params, pause_on_shutdown=False)
+
+
+if __name__ == "__main__":  # plain cron: `python -m firstfault.flows.nightly [--config ...]`
+    import sys
+
+    from firstfault.cli import main
+
+    sys.exit(main(["nightly", *sys.argv[1:]]))

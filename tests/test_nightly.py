@@ -1,0 +1,200 @@
+"""The nightly run: discovery by end date, sharding, incremental skips, failure isolation, --force, the flow."""
+import shutil
+from datetime import date
+
+import duckdb
+import pytest
+import yaml
+
+from firstfault.cli import main
+from firstfault.config import Config, LakeSettings, WarehouseSettings
+from firstfault.demo import EXPECTED, write_demo
+from firstfault.nightly import Candidate, discover, make_shards, catalog_patterns, run_nightly
+from firstfault.warehouse.store import ATTEMPT_TABLES, connect_writer
+
+DAY = "2026-11-29"
+
+
+def make_catalog(root, names):
+    """A catalog folder with the demo attempts `names` only."""
+    write_demo(root / "demo")
+    for name in names:
+        shutil.copytree(root / "demo" / "attempts" / name, root / "catalog" / name)
+    return root / "catalog"
+
+
+def config_for(tmp_path):
+    return Config(lake=LakeSettings(root=str(tmp_path / "lake")), warehouse=WarehouseSettings(path=str(tmp_path / "wh.duckdb")))
+
+
+def counts(path):
+    con = duckdb.connect(path, read_only=True)
+    try:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ATTEMPT_TABLES}
+    finally:
+        con.close()
+
+
+def query(path, sql):
+    con = duckdb.connect(path, read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def set_end(spec, end):
+    doc = yaml.safe_load(spec.read_text())
+    if end is None:
+        doc.pop("end")
+    else:
+        doc["end"] = end
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_discovery_by_end_date(tmp_path):
+    catalog = make_catalog(tmp_path, ["headline", "cuda-oom", "success", "time-limit"])
+    set_end(catalog / "success" / "attempt.yaml", "2026-11-30T00:30:00Z")   # ended the next UTC day
+    set_end(catalog / "time-limit" / "attempt.yaml", None)                 # still running: not discovered
+    patterns = catalog_patterns(Config(), str(catalog))
+    found, failures, seen = discover(patterns, date(2026, 11, 29))
+    assert seen == 4 and failures == []
+    assert [c.attempt_id for c in found] == ["demo/demo-cuda-oom/0", "demo/demo-headline/0"]
+    assert all(len(c.fingerprint) == 64 for c in found)
+    assert [c.attempt_id for c in discover(patterns, date(2026, 11, 30))[0]] == ["demo/demo-success/0"]
+    assert discover(patterns, date(2026, 11, 28))[0] == []
+    # a glob in [catalog] paths works the same as the folder
+    assert discover([str(catalog / "*" / "attempt.yaml")], date(2026, 11, 29))[0] == found
+
+
+def test_sharding_keeps_workloads_together_and_is_deterministic():
+    cands = [Candidate(f"s{w}-{a}", f"c/w{w}/{a}", "c", f"w{w}", "f") for w in range(7) for a in range(w % 3 + 1)]
+    shards = make_shards(cands, 3)
+    assert len(shards) == 3 and sorted(c.attempt_id for s in shards for c in s) == sorted(c.attempt_id for c in cands)
+    for s in shards:
+        for c in s:
+            assert all(o.workload_id != c.workload_id for t in shards if t is not s for o in t)
+    assert make_shards(list(reversed(cands)), 3) == shards
+    assert max(map(len, shards)) - min(map(len, shards)) <= 3
+    assert len(make_shards(cands[1:3], 10)) == 1  # one workload: one shard
+    assert make_shards([], 4) == []
+
+
+def test_incremental_runs_skip_unchanged_and_force_redoes(tmp_path):
+    catalog = make_catalog(tmp_path, ["headline", "cuda-oom", "success"])
+    config = config_for(tmp_path)
+    first = run_nightly(config, DAY, str(catalog), shards=2)
+    assert (first["found"], first["skipped"], first["attributed"], first["failed"]) == (3, 0, 3, 0)
+    assert first["verdicts"] == {"attributed": 2, "not_failed": 1}
+    rows = counts(config.warehouse.path)
+    verdicts = query(config.warehouse.path, "SELECT attempt_id, verdict, domain, subdomain, culprit_nodes, input_fingerprint "
+                                            "FROM attributions ORDER BY attempt_id")
+    for attempt_id, verdict, domain, subdomain, culprits, fp in verdicts:
+        assert (verdict, domain, subdomain, culprits) == EXPECTED[attempt_id.split("/")[1].removeprefix("demo-")]
+        assert fp and len(fp) == 64
+
+    second = run_nightly(config, DAY, str(catalog), shards=2)
+    assert (second["found"], second["skipped"], second["attributed"], second["shards"]) == (3, 3, 0, 0)
+    assert counts(config.warehouse.path) == rows
+    assert query(config.warehouse.path, "SELECT attempt_id, verdict, domain, subdomain, culprit_nodes, input_fingerprint "
+                                        "FROM attributions ORDER BY attempt_id") == verdicts
+
+    # a new attempt is the only one processed; a changed input file redoes its attempt
+    shutil.copytree(tmp_path / "demo" / "attempts" / "python-exception", catalog / "python-exception")
+    third = run_nightly(config, DAY, str(catalog))
+    assert (third["found"], third["skipped"], third["attributed"]) == (4, 3, 1)
+    log = catalog / "cuda-oom" / "app" / "train.log"
+    log.write_text(log.read_text() + "0: one more line\n")
+    fourth = run_nightly(config, DAY, str(catalog))
+    assert (fourth["skipped"], fourth["attributed"]) == (3, 1)
+    rows = counts(config.warehouse.path)
+
+    forced = run_nightly(config, DAY, str(catalog), force=True)
+    assert (forced["found"], forced["skipped"], forced["attributed"]) == (4, 0, 4)
+    assert counts(config.warehouse.path) == rows
+    runs = query(config.warehouse.path, "SELECT flow, run_date, found, skipped, attempts, failed FROM runs ORDER BY started_at")
+    assert runs[0] == ("nightly", DAY, 3, 0, 3, 0) and runs[1] == ("nightly", DAY, 3, 3, 0, 0) and len(runs) == 5
+    # the shard hand-over folders are gone once loaded
+    assert not (tmp_path / "lake" / "results").exists() or not any((tmp_path / "lake" / "results").iterdir())
+
+
+def test_a_bad_attempt_is_recorded_and_the_others_attributed(tmp_path, monkeypatch, capsys):
+    catalog = make_catalog(tmp_path, ["headline", "cuda-oom", "success"])
+    (catalog / "broken").mkdir()
+    (catalog / "broken" / "attempt.yaml").write_text("workload_id: broken\nstart: 2026-11-29T01:00:00Z\n")  # no nodes
+    (catalog / "garbage.yaml").write_text("{ not: yaml: at all")
+
+    import firstfault.pipeline as pipeline
+
+    real_land = pipeline.land
+
+    def flaky_land(contexts, config, *a, **kw):
+        if any(c.workload_id == "demo-cuda-oom" for c in contexts):
+            raise OSError("connector error: connection reset while reading app/train.log")
+        return real_land(contexts, config, *a, **kw)
+
+    monkeypatch.setattr(pipeline, "land", flaky_land)
+    config = config_for(tmp_path)
+    assert main(["nightly", "--date", DAY, "--catalog", str(catalog), "--lake", config.lake.root, "--warehouse",
+                 config.warehouse.path, "--prefect", "never"]) == 0
+    out = capsys.readouterr().out
+    assert "attributed 2, failed 3" in out and "FAILED demo/demo-cuda-oom/0 [land]" in out
+    assert query(config.warehouse.path, "SELECT attempt_id FROM attributions ORDER BY 1") == [
+        ("demo/demo-headline/0",), ("demo/demo-success/0",)]
+    failures = query(config.warehouse.path, "SELECT attempt_id, stage, spec_uri, error FROM run_failures ORDER BY stage, spec_uri")
+    stages = sorted((s, a) for a, s, _, _ in failures)
+    assert stages == [("land", "demo/demo-cuda-oom/0"), ("spec", None), ("spec", None)]
+    assert any("nodes" in e for _, s, _, e in failures if s == "spec")
+    # the failed attempt is retried next night (it has no warehouse row); the good ones are skipped
+    monkeypatch.setattr(pipeline, "land", real_land)
+    again = run_nightly(config, DAY, str(catalog))
+    assert (again["skipped"], again["attributed"], again["failed"]) == (2, 1, 2)
+
+
+def test_an_old_warehouse_gains_the_new_columns(tmp_path):
+    path = str(tmp_path / "old.duckdb")
+    con = duckdb.connect(path)
+    con.execute("CREATE TABLE attributions (attempt_id VARCHAR PRIMARY KEY, verdict VARCHAR)")
+    con.execute("CREATE TABLE runs (run_id VARCHAR PRIMARY KEY, flow VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP, "
+                "attempts BIGINT, rules_version VARCHAR, lake_root VARCHAR)")
+    con.close()
+    con = connect_writer(path)
+    cols = {r[0] for r in con.execute("DESCRIBE attributions").fetchall()}
+    assert "input_fingerprint" in cols
+    assert {"run_date", "found", "skipped", "failed"} <= {r[0] for r in con.execute("DESCRIBE runs").fetchall()}
+    con.close()
+
+
+def test_bad_options_exit_2(tmp_path, capsys):
+    assert main(["nightly", "--date", "yesterday", "--catalog", str(tmp_path)]) == 2
+    assert main(["nightly", "--catalog", str(tmp_path), "--address", "tcp://x:8786", "--prefect", "never"]) == 2
+    assert main(["nightly", "--prefect", "never", "--warehouse", str(tmp_path / "w.duckdb")]) == 2  # no catalog
+    assert "catalog" in capsys.readouterr().err
+
+
+@pytest.mark.flow
+def test_nightly_flow_from_the_cli(prefect_api, tmp_path, capsys):
+    catalog = make_catalog(tmp_path, ["headline", "lost-gpu", "success"])
+    config = config_for(tmp_path)
+    args = ["nightly", "--date", DAY, "--catalog", str(catalog), "--lake", config.lake.root, "--warehouse",
+            config.warehouse.path, "--shards", "2", "--prefect", "always"]
+    assert main(args) == 0
+    assert "attributed 3, failed 0  (2 shards)" in capsys.readouterr().out
+    assert query(config.warehouse.path, "SELECT flow, found, attempts FROM runs") == [("nightly", 3, 3)]
+    assert query(config.warehouse.path, "SELECT attempt_id, subdomain FROM attributions ORDER BY 1") == [
+        ("demo/demo-headline/0", "gpu_nvlink"), ("demo/demo-lost-gpu/0", "gpu_lost"), ("demo/demo-success/0", None)]
+    assert main([*args, "--json"]) == 0
+    assert '"skipped": 3' in capsys.readouterr().out
+
+
+def test_serve_deployment_definition(tmp_path):
+    from firstfault.flows.nightly import deployment
+
+    cfg = tmp_path / "firstfault.toml"
+    cfg.write_text('[schedule]\ncron = "30 3 * * *"\n[catalog]\npaths = ["catalog/**/*.yaml"]\n')
+    dep = deployment(str(cfg))
+    assert dep.name == "nightly" and dep.flow_name == "nightly"
+    assert [s.schedule.cron for s in dep.schedules] == ["30 3 * * *"]
+    assert dep.parameters == {"config_path": str(cfg)}
+    assert deployment(str(cfg), cron="0 1 * * *", catalog="s3://b/c").parameters == {"config_path": str(cfg), "catalog": "s3://b/c"}
+    assert Config().schedule.cron == "0 2 * * *"
