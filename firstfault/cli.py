@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="build the embedded sample lake and attribute every attempt in it")
     demo.add_argument("--dir", default="firstfault-demo", help="where the sample, lake and warehouse go")
     demo.add_argument("--json", action="store_true", help="print the verdicts as JSON lines")
+    demo.add_argument("--fleet", type=int, default=20, metavar="N",
+                      help="also simulate and attribute N fleet attempts under DIR/fleet and score them (0: none)")
     demo.set_defaults(handler=_demo)
 
     attribute = sub.add_parser("attribute", help="attribute one workload attempt")
@@ -85,6 +87,21 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--config", help="firstfault.toml")
     report.add_argument("--out", default="firstfault-report", help="output folder (index.html, attempts/*.html)")
     report.set_defaults(handler=_report)
+
+    simulate = sub.add_parser("simulate", help="write a simulated fleet (logs in real formats + truth.jsonl)")
+    simulate.add_argument("--nodes", type=int, default=256, help="nodes in the fleet")
+    simulate.add_argument("--attempts", type=int, default=500, help="attempts to write")
+    simulate.add_argument("--days", type=int, default=7, help="start times spread over this many days")
+    simulate.add_argument("--out", required=True, metavar="DIR", help="where topology.yaml, catalog/ and truth.jsonl go")
+    simulate.add_argument("--seed", type=int, default=0)
+    simulate.add_argument("--attribute", action="store_true", help="also land and attribute every attempt (warehouse DIR/firstfault.duckdb)")
+    simulate.set_defaults(handler=_simulate)
+
+    evaluate = sub.add_parser("evaluate", help="score a warehouse against a simulated fleet's truth.jsonl")
+    evaluate.add_argument("--truth", required=True, metavar="DIR", help="the --out folder of `firstfault simulate`")
+    evaluate.add_argument("--warehouse", help="DuckDB file (default DIR/firstfault.duckdb)")
+    evaluate.add_argument("--json", action="store_true", help="machine-readable result")
+    evaluate.set_defaults(handler=_evaluate)
 
     rules = sub.add_parser("rules", help="test and lint rules (built-in and site rules from the config)")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)
@@ -177,11 +194,46 @@ def _attribute(args) -> int:
     return 0
 
 
+def _simulate(args) -> int:
+    from firstfault.simulate import attribute_fleet, simulate
+
+    if args.nodes < 1 or args.attempts < 1 or args.days < 1:
+        raise BadInput("<command line>", "--nodes/--attempts/--days", "must be at least 1")
+    truth = simulate(args.out, nodes=args.nodes, attempts=args.attempts, days=args.days, seed=args.seed)
+    print(f"wrote {args.attempts} attempts on {args.nodes} nodes; truth: {truth}")
+    if args.attribute:
+        print(f"warehouse: {attribute_fleet(args.out)}")
+    return 0
+
+
+def _evaluate(args) -> int:
+    from pathlib import Path
+
+    from firstfault.simulate import evaluate, render
+
+    truth = Path(args.truth) / "truth.jsonl"
+    if not truth.is_file():
+        raise BadInput(str(truth), "truth", "no truth.jsonl (run `firstfault simulate --out DIR` first)")
+    warehouse = args.warehouse or str(Path(args.truth) / "firstfault.duckdb")
+    if not Path(warehouse).is_file():
+        raise BadInput(warehouse, "warehouse", "no such DuckDB file (run `firstfault simulate --attribute` first)")
+    result = evaluate(args.truth, warehouse)
+    print(json.dumps(result, default=str) if args.json else render(result))
+    return 0
+
+
 def _demo(args) -> int:
     from firstfault.demo import run_demo
 
-    warehouse, attempt_ids = run_demo(args.dir)
+    warehouse, attempt_ids = run_demo(args.dir, fleet=max(0, args.fleet))
     _print_verdicts(warehouse, attempt_ids, as_json=args.json, single=False)
+    if args.fleet > 0 and not args.json:
+        from pathlib import Path
+
+        from firstfault.simulate import evaluate, render
+
+        print(f"\nsimulated fleet ({Path(args.dir) / 'fleet'}, truth.jsonl), scored against the warehouse:")
+        print("\n".join(render(evaluate(Path(args.dir) / "fleet", warehouse)).splitlines()[:6]))
     if not args.json:
         print(f"\nwarehouse: {warehouse}\ntry: firstfault sql --warehouse {warehouse} \"SELECT attempt_id, verdict, domain, subdomain FROM attributions\"")
     return 0

@@ -172,7 +172,9 @@ def write_demo(root: str | Path) -> list[Path]:
     return specs
 
 
-def run_demo(directory: str) -> tuple[str, list[str]]:
+def run_demo(directory: str, fleet: int = 0) -> tuple[str, list[str]]:
+    """Write and attribute the scenarios; with `fleet`, also a small simulated fleet under DIR/fleet (firstfault/simulate.py)
+    into the same lake and warehouse. Returns the warehouse and the scenarios' attempt ids."""
     from firstfault.config import Config, LakeSettings, WarehouseSettings
     from firstfault.connectors.static_context import load_static_context
     from firstfault.pipeline import run_static
@@ -182,4 +184,9 @@ def run_demo(directory: str) -> tuple[str, list[str]]:
     config = Config(lake=LakeSettings(root=str(root / "lake")), warehouse=WarehouseSettings(path=str(root / "firstfault.duckdb")))
     contexts = [load_static_context(str(p)) for p in specs]
     run_static(contexts, config, flow="demo")
+    if fleet:
+        from firstfault.simulate import attribute_fleet, simulate
+
+        simulate(root / "fleet", nodes=24, attempts=fleet, days=1, seed=0, lines=(80, 200))
+        attribute_fleet(root / "fleet", warehouse=config.warehouse.path, lake=config.lake.root)
     return config.warehouse.path, [c.attempt_id for c in contexts]

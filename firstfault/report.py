@@ -263,7 +263,7 @@ def svg_timeline(marks: list[dict], lanes: list[str], root_ts: datetime | None, 
     for k in range(7):
         t = t0_pad + full * k / 6
         tx = left + (width - left - right) * k / 6
-        label = datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S")
+        label = datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S.%f")[:-3 if full < 60 else -7]
         anchor = "start" if k == 0 else "end" if k == 6 else "middle"
         parts.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{top - 6}" y2="{height - 24}" stroke="#eee"/>'
                      f'<text x="{tx:.1f}" y="{top - 10}" text-anchor="{anchor}">{label}</text>')
@@ -346,14 +346,17 @@ def attempts_section(attempts: list[dict]) -> str:
 
 def generic_table(con, name: str, columns: list[tuple[str, str]]) -> str:
     numeric = [c for c, t in columns if _is_numeric(t)]
-    order = f' ORDER BY "{numeric[0]}" DESC NULLS LAST' if numeric else ""
+    if "position" in {c for c, _ in columns}:
+        order = ' ORDER BY "position"'
+    else:
+        order = f' ORDER BY "{numeric[0]}" DESC NULLS LAST' if numeric else ""
     total = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
     rows = query(con, f'SELECT * FROM "{name}"{order} LIMIT {MAX_ROWS}')
     names = [c for c, _ in columns]
     num = {i for i, (_, t) in enumerate(columns) if _is_numeric(t)}
     body = table(names, [[esc(r[c]) for c in names] for r in rows], num=num)
     shown = f"<p>{total} rows" + (f", showing the first {MAX_ROWS}" if total > MAX_ROWS else "") + ".</p>"
-    return shown + body
+    return shown + f'<div style="overflow-x:auto">{body}</div>'
 
 
 def _is_numeric(data_type: str) -> bool:
@@ -370,7 +373,37 @@ def _pick(columns: list[tuple[str, str]], candidates: tuple[str, ...], *, numeri
     return None
 
 
+def hotspot_cells(con) -> tuple[dict, str, str] | None:
+    """port_hotspots as written by warehouse/fleet.sql (level, key, attempts): switch × port when a topology gave
+    switch ports, else host × peer from the links, else host × NIC."""
+    rows = query(con, "SELECT level, key, attempts FROM port_hotspots WHERE key IS NOT NULL")
+    by_level: dict[str, dict] = {}
+    for r in rows:
+        level, key, n = r["level"], str(r["key"]), float(r["attempts"] or 0)
+        cells = by_level.setdefault(level, {})
+        if level == "switch_port" and "/" in key:
+            cells[tuple(key.rsplit("/", 1))] = n
+        elif level == "link" and " <-> " in key:
+            a, b = key.split(" <-> ", 1)
+            cells[(a, b)] = cells[(b, a)] = n
+        elif level == "nic":
+            host, _, nic = key.partition("/")
+            cells[(host, nic or "(all NICs)")] = n
+    for level, row_label, col_label in (("switch_port", "switch", "port"), ("link", "host", "peer"), ("nic", "host", "NIC")):
+        if by_level.get(level):
+            return by_level[level], row_label, col_label
+    return None
+
+
 def heatmap_section(con, columns: list[tuple[str, str]]) -> str:
+    names = {c for c, _ in columns}
+    if {"level", "key", "attempts"} <= names:
+        found = hotspot_cells(con)
+        if not found:
+            return "<p>no port hot spots.</p>"
+        cells, row_label, col_label = found
+        return (f"<h3>Heat map: attempts implicated by {esc(row_label)} × {esc(col_label)}</h3>"
+                + svg_heatmap(cells, row_label, col_label))
     row_col = _pick(columns, ("switch", "switch_port", "host", "node", "reporter_node", "device", "hca"), numeric=False)
     col_col = _pick(columns, ("port", "peer", "peer_node", "link", "peer_host", "hca_port", "device"),
                     exclude=(row_col,) if row_col else ())
@@ -390,21 +423,27 @@ def heatmap_section(con, columns: list[tuple[str, str]]) -> str:
 
 def trends_section(con, columns: list[tuple[str, str]]) -> str:
     model = _pick(columns, ("gpu_model", "model"))
-    week = _pick(columns, ("week", "week_start", "iso_week", "period", "day", "date"))
-    value = _pick(columns, ("rate", "failure_rate", "fail_rate", "value", "per_1k_gpu_hours", "rate_per_gpu_day",
+    week = _pick(columns, ("iso_week", "week", "week_start", "period", "day", "date"))
+    value = _pick(columns, ("rate_per_1k_gpu_hours", "rate", "failure_rate", "fail_rate", "value", "per_1k_gpu_hours", "rate_per_gpu_day",
                             "failures", "attempts", "count"), numeric=True)
-    lo = _pick(columns, ("lo", "low", "lower", "ci_low", "ci_lo", "rate_lo", "rate_low", "lower_bound"), numeric=True)
-    hi = _pick(columns, ("hi", "high", "upper", "ci_high", "ci_hi", "rate_hi", "rate_high", "upper_bound"), numeric=True)
+    lo = _pick(columns, ("rate_lower", "lo", "low", "lower", "ci_low", "ci_lo", "rate_lo", "rate_low", "lower_bound"), numeric=True)
+    hi = _pick(columns, ("rate_upper", "hi", "high", "upper", "ci_high", "ci_hi", "rate_hi", "rate_high", "upper_bound"), numeric=True)
     if not (model and week and value):
         return "<p>(no trend columns recognised; the table is listed below)</p>"
     extra = f', "{lo}" AS lo, "{hi}" AS hi' if lo and hi else ", NULL AS lo, NULL AS hi"
+    where, scope = "", ""
+    if "domain" in {c for c, _ in columns}:  # one row per domain: chart every failure (domain 'all') when present
+        if con.execute("SELECT count(*) FROM gpu_model_trends WHERE domain = 'all'").fetchone()[0]:
+            where, scope = " WHERE domain = 'all'", ", all domains"
     rows = query(con, f'SELECT CAST("{model}" AS VARCHAR) AS m, CAST("{week}" AS VARCHAR) AS w, "{value}" AS v{extra} '
-                      f'FROM gpu_model_trends ORDER BY 1, 2')
+                      f'FROM gpu_model_trends{where} ORDER BY 1, 2')
     charts = []
     for m in sorted({r["m"] for r in rows}, key=lambda s: s or ""):
-        pts = [(r["w"], float(r["v"] or 0), _float(r["lo"]), _float(r["hi"])) for r in rows if r["m"] == m]
+        pts = [(r["w"], float(r["v"]), _float(r["lo"]), _float(r["hi"])) for r in rows if r["m"] == m and r["v"] is not None]
+        if not pts:
+            continue
         interval = f" (band: {lo} … {hi})" if lo and hi else ""
-        charts.append(svg_trend(pts, title=f"{m or '–'}: {value} per {week}{interval}", y_label=value))
+        charts.append(svg_trend(pts, title=f"{m or '–'}: {value} per {week}{scope}{interval}", y_label=value))
     return '<div class="cards">' + "".join(charts) + "</div>"
 
 
@@ -507,7 +546,7 @@ def timeline_section(v: dict, evidence: list[dict], context: list[dict]) -> str:
         window = (root_ts - timedelta(seconds=30), root_ts + timedelta(seconds=90))
         zoom = ("<h3>Zoom: 30 s before to 90 s after the root cause</h3>"
                 + svg_timeline(marks, lanes, root_ts, window))
-    return ("<h2>Timeline (UTC)</h2><p>One lane per node; the dashed red line is the root cause.</p>"
+    return ("<h2 id=\"timeline\">Timeline (UTC)</h2><p>One lane per node; the dashed red line is the root cause.</p>"
             + timeline_legend() + svg_timeline(marks, lanes, root_ts) + zoom + note)
 
 

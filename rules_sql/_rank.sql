@@ -47,8 +47,9 @@ FROM attempt_skew s CROSS JOIN params p;
 
 -- A timed cause is "late" (a possible consequence) when it starts more than skew_tolerance_s after the earliest cause
 -- of the attempt, whatever its domain (DESIGN §4.2): nothing that starts after the failure began can have started it.
--- The earliest cause is taken from lines with a stamp of their own: an inherited stamp (a traceback line copying the
--- stamp of an earlier line) is only a lower bound of when it was printed, so it can be on time but cannot set t0.
+-- An inherited stamp (a traceback line copying the stamp of an earlier line) is only a lower bound of when the line was
+-- printed: when a cause on the SAME node that can explain it (e.g. an Xid under a CUDA error) has its own stamp at or
+-- after that bound, the order between them is unknown, so the inherited one may be on time but does not set t0.
 -- An untimed cause is late only when a cause that could explain it has a time: hardware and the scheduler can explain
 -- everything, the network can explain software and application failures, software can explain application failures.
 CREATE OR REPLACE TEMP TABLE causes AS
@@ -63,6 +64,12 @@ WITH grouped AS (
     FROM root_hits
     GROUP BY ALL
 ),
+bounded AS (
+    SELECT g.*, g.exact_ts IS NULL AND g.ts IS NOT NULL AND g.cause_node <> '' AND EXISTS (
+        SELECT 1 FROM grouped x WHERE x.attempt_id = g.attempt_id AND x.cause_node = g.cause_node
+          AND x.explain_rank < g.explain_rank AND x.exact_ts >= g.ts) AS lower_bound_only
+    FROM grouped g
+),
 representative AS (
     SELECT * EXCLUDE (n) FROM (
         SELECT attempt_id, domain, subdomain, cause_node, rule_id, event_id, culprit_rank, gpu, granularity, summary,
@@ -76,8 +83,7 @@ timed AS (
     SELECT g.*,
            (SELECT min(o.ts) FROM grouped o
              WHERE o.attempt_id = g.attempt_id AND o.explain_rank <= g.explain_rank) AS t0,
-           coalesce((SELECT min(o.exact_ts) FROM grouped o WHERE o.attempt_id = g.attempt_id),
-                    (SELECT min(o.ts) FROM grouped o WHERE o.attempt_id = g.attempt_id)) AS t0_all
+           (SELECT min(o.ts) FROM bounded o WHERE o.attempt_id = g.attempt_id AND NOT o.lower_bound_only) AS t0_all
     FROM grouped g
 )
 SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summary, r.action, r.kind, r.code, r.rep_ts,

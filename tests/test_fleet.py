@@ -70,6 +70,9 @@ def _build(path):
                      culprits=["lemon-01"], nodes=["lemon-01", "x-01"], event="xid", code=code, gpu="0000:3b:00")
             _event(con, aid, "syslog:0:1:gpu_identity", "gpu_identity", node="lemon-01", gpu="0000:3b:00",
                    ts=f"{day}T00:00:00", fields={"uuid": "GPU-aaaa"})
+            # the NCCL cascade of the GPU failure: not a network implication
+            _event(con, aid, "applog:0:9:nccl_net_ib", "nccl_net_ib", node="x-01", peer_node="lemon-01", code=12,
+                   device="mlx5_0", port=1, ts=f"{day}T02:00:00")
         # --- drain-level node: 2 hardware attributions in 14 days, Xid 94 twice (exempt from inspection)
         for i, day in enumerate(["2026-11-08", "2026-11-17"]):
             _attempt(con, f"test/hw94/{i}", start=f"{day}T03:00:00", hours=1, verdict="attributed", domain="hardware",
@@ -152,7 +155,7 @@ def test_node_offenders_lemon_first(fleet_wh):
     rows = _rows(path, "SELECT * FROM node_offenders ORDER BY position")
     first = rows[0]
     assert (first["level"], first["node"]) == ("node", "lemon-01")
-    assert first["recommendation"] == "hardware_inspection"
+    assert first["recommendation"] == "hardware_inspection" and first["severity"] == 3
     assert first["hardware_30d"] == 3 and first["hardware_7d"] == 2 and first["hardware_drain_window"] == 3
     assert first["repeated_xid"] == 48 and first["xid_repeats"] == 2
     assert first["attempts_affected"] == 3 and first["first_seen"] < first["last_seen"]
@@ -179,6 +182,7 @@ def test_port_hotspots_bad_switch_port_first(fleet_wh):
     assert nic["p-01/mlx5_0:1"]["finding"] == "link"                       # one counterpart: the edge
     assert "sw-d" not in nic                                                # WR_FLUSH_ERR (status 5) ignored
     assert "n-02/ib0" in nic                                                # kernel link-down event
+    assert "lemon-01" not in nic and "x-01/mlx5_0:1" not in nic             # cascade of a hardware cause
     links = {r["key"] for r in rows if r["level"] == "link"}
     assert "n-01 <-> n-02" in links and "p-01 <-> sw-a" in links
 
@@ -225,3 +229,18 @@ def test_rebuild_is_idempotent_and_cli_runs(fleet_wh, tmp_path):
     empty = tmp_path / "empty.duckdb"
     connect_writer(str(empty)).close()
     assert rebuild(str(empty)) == {t: 0 for t in TABLES}
+
+
+def test_topology_csv_and_bad_file(tmp_path):
+    from firstfault.errors import BadInput
+    from firstfault.fleet import load_topology
+
+    csv_file = tmp_path / "topo.csv"
+    csv_file.write_text("node,switch,port,device\nsw-a,leaf-2,7,\nsw-a,leaf-9,3,mlx5_1\n", encoding="utf-8")
+    rows = load_topology(str(csv_file)).to_pylist()
+    assert rows == [{"node": "sw-a", "device": None, "switch": "leaf-2", "switch_port": "7"},
+                    {"node": "sw-a", "device": "mlx5_1", "switch": "leaf-9", "switch_port": "3"}]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- {node: x}\n", encoding="utf-8")
+    with pytest.raises(BadInput):
+        load_topology(str(bad))

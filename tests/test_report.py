@@ -13,7 +13,7 @@ import pytest
 
 from firstfault.cli import main
 from firstfault.ids import attempt_key
-from firstfault.report import publish_artifacts, write_report
+from firstfault.report import FLEET_TABLES, publish_artifacts, write_report
 
 HEADLINE = "demo/demo-headline/0"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -79,6 +79,11 @@ def test_headline_page_names_the_cause_the_symptoms_and_the_evidence(report_dir)
 
 def test_index_lists_every_attempt_and_links_the_failed_ones(report_dir, demo_warehouse):
     index = (report_dir / "index.html").read_text()
+    con = duckdb.connect(demo_warehouse[0], read_only=True)
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    con.close()
+    for table in FLEET_TABLES:  # whatever the demo computes: a section, or the note
+        assert (f'id="{table}"' in index) and ((table in tables) != (f"has no <code>{table}</code>" in index))
     for attempt_id in demo_warehouse[1]:
         assert attempt_id in index
     con = duckdb.connect(demo_warehouse[0], read_only=True)
@@ -88,8 +93,32 @@ def test_index_lists_every_attempt_and_links_the_failed_ones(report_dir, demo_wa
         href = f"attempts/{attempt_key(attempt_id)}.html"
         assert f'href="{href}"' in index and (report_dir / href).is_file()
     assert not (report_dir / "attempts" / f"{attempt_key('demo/demo-success/0')}.html").exists()
-    for table in ("node_offenders", "port_hotspots", "gpu_model_trends", "incidents"):
+
+
+def test_fleet_sections_say_not_computed_yet_without_their_tables(demo_warehouse, tmp_path):
+    path = str(tmp_path / "bare.duckdb")
+    shutil.copy(demo_warehouse[0], path)
+    con = duckdb.connect(path)
+    for table in FLEET_TABLES:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    con.close()
+    index = write_report(path, str(tmp_path / "out")).read_text()
+    for table in FLEET_TABLES:
         assert f"not computed yet: the warehouse has no <code>{table}</code>" in index
+
+
+def test_fleet_tables_of_the_fleet_rebuild_render(demo_warehouse, tmp_path):
+    from firstfault.fleet import rebuild
+
+    path = str(tmp_path / "fleet.duckdb")
+    shutil.copy(demo_warehouse[0], path)
+    rebuild(path)
+    index = write_report(path, str(tmp_path / "out")).read_text()
+    assert "not computed yet" not in index
+    assert "Heat map: attempts implicated by" in index and ">ib-03</text>" in index  # the IB link case's host
+    assert "rate_per_1k_gpu_hours per iso_week, all domains (band: rate_lower … rate_upper)" in index
+    assert ">H100: " in index or "H100: rate" in index
+    assert "node-02" in index.split('id="node_offenders"')[1].split('id="port_hotspots"')[0]
 
 
 def test_log_text_and_table_values_are_escaped_and_fleet_sections_render(hostile_warehouse, tmp_path):

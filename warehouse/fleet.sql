@@ -51,7 +51,8 @@ WHERE a.verdict = 'attributed' AND a.root_cause.node IS NOT NULL AND a.root_caus
 -- windows, and an escalating recommendation: the same Xid on the same GPU in >= xid_repeat_count attempts (not an
 -- exempt Xid) -> hardware_inspection; >= drain_count hardware attributions within drain_window_days -> drain;
 -- >= watch_count attributed failures in the long window -> watch; else none. A node inherits its GPUs' Xid repeats.
--- Worst first: recommendation, hardware failures in the drain window, in the long window, all failures, last seen.
+-- Worst first (`position` 1, last column; `severity` 3..0 mirrors the recommendation): recommendation, hardware
+-- failures in the drain window, in the long window, all failures, last seen.
 CREATE OR REPLACE TABLE node_offenders AS
 WITH p AS (SELECT * FROM fleet_params),
 xid_gpu AS (
@@ -67,25 +68,25 @@ xid_best AS (  -- per GPU and per node: the most repeated Xid (lowest code on ti
 ),
 agg AS (
     SELECT c.level, c.node, c.gpu, coalesce(c.gpu_uuid, '') AS uuid_key, max(c.gpu_uuid) AS gpu_uuid, max(c.gpu_serial) AS gpu_serial,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.age_days < p.short_window_days) AS failures_7d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.age_days < p.long_window_days) AS failures_30d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'hardware' AND c.age_days < p.short_window_days) AS hardware_7d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'hardware' AND c.age_days < p.long_window_days) AS hardware_30d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'network' AND c.age_days < p.short_window_days) AS network_7d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'network' AND c.age_days < p.long_window_days) AS network_30d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'software' AND c.age_days < p.short_window_days) AS software_7d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'software' AND c.age_days < p.long_window_days) AS software_30d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'application' AND c.age_days < p.short_window_days) AS application_7d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'application' AND c.age_days < p.long_window_days) AS application_30d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'infrastructure' AND c.age_days < p.short_window_days) AS infrastructure_7d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'infrastructure' AND c.age_days < p.long_window_days) AS infrastructure_30d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'ambiguous' AND c.age_days < p.long_window_days) AS ambiguous_30d,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'hardware' AND c.age_days < p.drain_window_days) AS hardware_drain_window,
-           count(DISTINCT c.attempt_id) FILTER (WHERE c.age_days < p.long_window_days) AS attempts_affected,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.age_days < p.short_window_days) AS failures_7d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.age_days < p.long_window_days) AS failures_30d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'hardware' AND c.age_days < p.short_window_days) AS hardware_7d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'hardware' AND c.age_days < p.long_window_days) AS hardware_30d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'network' AND c.age_days < p.short_window_days) AS network_7d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'network' AND c.age_days < p.long_window_days) AS network_30d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'software' AND c.age_days < p.short_window_days) AS software_7d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'software' AND c.age_days < p.long_window_days) AS software_30d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'application' AND c.age_days < p.short_window_days) AS application_7d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'application' AND c.age_days < p.long_window_days) AS application_30d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'infrastructure' AND c.age_days < p.short_window_days) AS infrastructure_7d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'infrastructure' AND c.age_days < p.long_window_days) AS infrastructure_30d,
+           count(*) FILTER (WHERE c.verdict = 'ambiguous' AND c.age_days < p.long_window_days) AS ambiguous_30d,
+           count(*) FILTER (WHERE c.verdict = 'attributed' AND c.domain = 'hardware' AND c.age_days < p.drain_window_days) AS hardware_drain_window,
+           count(*) FILTER (WHERE c.age_days < p.long_window_days) AS attempts_affected,
            list_sort(list(DISTINCT c.attempt_id) FILTER (WHERE c.age_days < p.long_window_days)) AS attempt_ids,
            min(c.fail_ts) AS first_seen, max(c.fail_ts) AS last_seen,
            any_value(p.run_day) AS run_day
-    FROM _culprits c, p
+    FROM (SELECT DISTINCT * FROM _culprits) c, p  -- one row per attempt and culprit: count(*) counts attempts
     GROUP BY c.level, c.node, c.gpu, coalesce(c.gpu_uuid, '')
     HAVING count(*) FILTER (WHERE c.age_days < p.long_window_days) > 0
 ),
@@ -105,10 +106,11 @@ decided AS (
     FROM agg g CROSS JOIN p
     LEFT JOIN xid_best x ON x.level = g.level AND x.node = g.node AND x.gpu IS NOT DISTINCT FROM g.gpu AND x.uuid_key = g.uuid_key
 )
-SELECT row_number() OVER w AS position, level, node, gpu, gpu_uuid, gpu_serial, run_day, recommendation, reason,
-       failures_7d, failures_30d, hardware_7d, hardware_30d, network_7d, network_30d, software_7d, software_30d,
+SELECT level, node, gpu, gpu_uuid, gpu_serial, run_day, recommendation,
+       CASE recommendation WHEN 'hardware_inspection' THEN 3 WHEN 'drain' THEN 2 WHEN 'watch' THEN 1 ELSE 0 END AS severity,
+       reason, failures_7d, failures_30d, hardware_7d, hardware_30d, network_7d, network_30d, software_7d, software_30d,
        application_7d, application_30d, infrastructure_7d, infrastructure_30d, ambiguous_30d, hardware_drain_window,
-       xid_repeats, repeated_xid, attempts_affected, attempt_ids, first_seen, last_seen
+       xid_repeats, repeated_xid, attempts_affected, attempt_ids, first_seen, last_seen, row_number() OVER w AS position
 FROM decided
 WINDOW w AS (ORDER BY CASE recommendation WHEN 'hardware_inspection' THEN 0 WHEN 'drain' THEN 1 WHEN 'watch' THEN 2 ELSE 3 END,
                       hardware_drain_window DESC, hardware_30d DESC, failures_30d DESC, attempts_affected DESC, last_seen DESC,
@@ -119,6 +121,8 @@ ORDER BY position;
 -- Network implications (attribution-ideas §3): one row per NCCL NET/IB completion error (reporter host + its HCA/port,
 -- the peer resolved to a node, else its address; WR_FLUSH_ERR status 5 is secondary and left out), per kernel/metric
 -- link outage (ib_link down, ib_port_down, ib_port_flap: one end, no peer), and per root cause of domain network.
+-- Attempts attributed to another domain are left out: their NET/IB errors are the cascade of that cause (a GPU that
+-- fell off the bus makes its peers' QPs fail), not evidence against the fabric (attribution-ideas §3, nccl#795).
 CREATE OR REPLACE TEMP TABLE _net_edges AS
 SELECT e.attempt_id, e.event_id, e.kind, e.node AS host, e.device, e.port, coalesce(e.peer_node, e.peer_addr) AS peer,
        coalesce(e.ts, a.fail_ts) AS ts, a.verdict, a.domain, a.fail_day, a.age_days
@@ -128,6 +132,7 @@ WHERE e.node IS NOT NULL
        OR (e.kind = 'ib_link' AND e.code_text = 'down')
        OR e.kind IN ('ib_port_down', 'ib_port_flap'))
   AND coalesce(e.peer_node, '') <> e.node
+  AND NOT (a.verdict = 'attributed' AND coalesce(a.domain, '') <> 'network')
 UNION ALL
 SELECT attempt_id, 'root_cause', 'root_cause', root_cause.node, NULL, NULL, NULL, fail_ts, verdict, domain, fail_day, age_days
 FROM _fleet_attempts
@@ -169,14 +174,13 @@ keyed AS (
 agg AS (
     SELECT level, key,
            count(DISTINCT attempt_id) AS attempts,
-           count(DISTINCT (attempt_id, least(node, coalesce(other, node)), greatest(node, coalesce(other, node)))) AS edges,
-           count(DISTINCT (attempt_id, event_id)) AS events,
+           count(DISTINCT attempt_id || '|' || least(node, coalesce(other, node)) || '|' || greatest(node, coalesce(other, node))) AS edges,
+           count(DISTINCT attempt_id || '|' || event_id) AS events,
            count(DISTINCT other) AS counterparts,
            count(DISTINCT node) AS nodes,
            list_sort(list(DISTINCT node)) AS node_list,
            list_sort(list(DISTINCT attempt_id)) AS attempt_ids,
            count(DISTINCT attempt_id) FILTER (WHERE verdict = 'attributed' AND domain = 'network') AS attributed_network,
-           count(DISTINCT attempt_id) FILTER (WHERE verdict = 'attributed' AND coalesce(domain, '') <> 'network') AS attributed_other,
            count(DISTINCT attempt_id) FILTER (WHERE verdict = 'ambiguous') AS ambiguous,
            count(DISTINCT attempt_id) FILTER (WHERE verdict = 'unattributed') AS unattributed,
            count(DISTINCT attempt_id) FILTER (WHERE verdict = 'not_failed') AS not_failed,
@@ -194,8 +198,8 @@ found AS (
            p.run_day
     FROM agg a, p
 )
-SELECT row_number() OVER w AS position, level, key, finding, attempts, edges, events, counterparts, nodes, node_list,
-       attempt_ids, attributed_network, attributed_other, ambiguous, unattributed, not_failed, first_seen, last_seen, run_day
+SELECT level, key, finding, attempts, edges, events, counterparts, nodes, node_list, attempt_ids, attributed_network,
+       ambiguous, unattributed, not_failed, first_seen, last_seen, run_day, row_number() OVER w AS position
 FROM found
 WINDOW w AS (ORDER BY attempts DESC, (finding = level) DESC,
                       CASE level WHEN 'switch_port' THEN 0 WHEN 'switch' THEN 1 WHEN 'nic' THEN 2 ELSE 3 END,
