@@ -173,20 +173,23 @@ def write_demo(root: str | Path) -> list[Path]:
 
 
 def run_demo(directory: str, fleet: int = 0) -> tuple[str, list[str]]:
-    """Write and attribute the scenarios; with `fleet`, also a small simulated fleet under DIR/fleet (firstfault/simulate.py)
-    into the same lake and warehouse. Returns the warehouse and the scenarios' attempt ids."""
+    """Write the scenarios (and, with `fleet`, a small simulated fleet under DIR/fleet, firstfault/simulate.py) and
+    attribute everything through the nightly run, one night per day on which attempts ended. Returns the warehouse
+    and the scenarios' attempt ids."""
     from firstfault.config import Config, LakeSettings, WarehouseSettings
     from firstfault.connectors.static_context import load_static_context
-    from firstfault.pipeline import run_static
+    from firstfault.nightly import run_nightly
 
     root = Path(directory).resolve()
     specs = write_demo(root)
-    config = Config(lake=LakeSettings(root=str(root / "lake")), warehouse=WarehouseSettings(path=str(root / "firstfault.duckdb")))
-    contexts = [load_static_context(str(p)) for p in specs]
-    run_static(contexts, config, flow="demo")
     if fleet:
-        from firstfault.simulate import attribute_fleet, simulate
+        from firstfault.simulate import simulate
 
         simulate(root / "fleet", nodes=24, attempts=fleet, days=1, seed=0, lines=(80, 200))
-        attribute_fleet(root / "fleet", warehouse=config.warehouse.path, lake=config.lake.root)
-    return config.warehouse.path, [c.attempt_id for c in contexts]
+    config = Config(lake=LakeSettings(root=str(root / "lake")), warehouse=WarehouseSettings(path=str(root / "firstfault.duckdb")))
+    catalog = f"{root}/**/attempt.yaml"
+    every = sorted(root.glob("**/attempt.yaml"))
+    nights = sorted({load_static_context(str(p)).end.date() for p in every})
+    for night in nights:
+        run_nightly(config, night, catalog=catalog, flow="demo")
+    return config.warehouse.path, [load_static_context(str(p)).attempt_id for p in specs]

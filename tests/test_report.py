@@ -44,16 +44,16 @@ def hostile_warehouse(demo_warehouse, tmp_path_factory):
     con.execute("UPDATE attribution_evidence SET text = '<script>alert(\"pwn\")</script> & NCCL WARN' "
                 "WHERE attempt_id = ? AND position = 2", [HEADLINE])
     con.execute("""
-        CREATE TABLE node_offenders AS SELECT * FROM (VALUES
+        CREATE OR REPLACE TABLE node_offenders AS SELECT * FROM (VALUES
             ('node-02', 'demo', 3, 0.9, TIMESTAMP '2026-11-29 02:10:03'),
             ('gpu-b2', 'demo', 1, 0.4, TIMESTAMP '2026-11-29 03:37:12')) t(node, cluster, failures, score, last_seen);
-        CREATE TABLE port_hotspots AS SELECT * FROM (VALUES
+        CREATE OR REPLACE TABLE port_hotspots AS SELECT * FROM (VALUES
             ('leaf-01', 'p17', 4), ('leaf-01', 'p18', 1), ('leaf-02', 'p03', 2)) t(switch, port, failures);
-        CREATE TABLE gpu_model_trends AS SELECT * FROM (VALUES
+        CREATE OR REPLACE TABLE gpu_model_trends AS SELECT * FROM (VALUES
             ('H100', '2026-W46', 0.10, 0.05, 0.18), ('H100', '2026-W47', 0.22, 0.12, 0.35),
             ('H100', '2026-W48', 0.15, 0.08, 0.25), ('B200', '2026-W47', 0.30, 0.10, 0.60),
             ('B200', '2026-W48', 0.05, 0.01, 0.20)) t(gpu_model, week, rate, rate_lo, rate_hi);
-        CREATE TABLE incidents AS SELECT * FROM (VALUES
+        CREATE OR REPLACE TABLE incidents AS SELECT * FROM (VALUES
             ('inc-1', 'node-02', '<img src=x onerror=alert(1)>')) t(incident_id, node, summary);
     """)
     con.close()
