@@ -1,8 +1,8 @@
 """A simulated fleet for measuring attribution accuracy (`firstfault simulate`, `firstfault evaluate`).
 
 `simulate` writes DIR/topology.yaml (node -> leaf switch and port), DIR/catalog/<day>/<attempt>/ (static context and
-logs in the real line formats of log-formats.md, through the shared writers of firstfault/logwriters.py) and
-DIR/truth.jsonl. The truth of every attempt comes ONLY from the fault that was injected into it (the FAULTS table
+logs in the real line formats of log-formats.md, through the shared writers of firstfault/logwriters.py),
+DIR/truth.jsonl and DIR/fleet_truth.json (the injected repeat offenders: lemon nodes and the bad switch port). The truth of every attempt comes ONLY from the fault that was injected into it (the FAULTS table
 below), never from the rules. The failure mix follows the Llama 3 405B interruption table (attribution-ideas.md §11)
 plus application failures and lifecycle endings. Deterministic for a seed.
 """
@@ -57,11 +57,11 @@ class Fleet:
     bad_port_node: str
 
 
-def _fleet(rng: random.Random, n: int) -> Fleet:
+def _fleet(rng: random.Random, n: int, lemons: int = 2) -> Fleet:
     nodes = [f"gpu-{i:04d}" for i in range(1, n + 1)]
     topology = {node: {"switch": f"leaf-{i // 16 + 1:02d}", "port": i % 16 + 1} for i, node in enumerate(nodes)}
-    picks = rng.sample(nodes, min(3, n))
-    return Fleet(nodes, topology, picks[:2], picks[-1])
+    picks = rng.sample(nodes, min(lemons + 1, n))
+    return Fleet(nodes, topology, picks[:lemons], picks[-1])
 
 
 def _job_size(rng: random.Random, limit: int) -> int:
@@ -270,28 +270,73 @@ def _noise(s: Scenario, rng: random.Random, lines: int) -> None:
             s.kern(node, s.start + timedelta(seconds=rng.uniform(60, span - 60)), "mlx5_core 0000:5e:00.0: E-Switch: Total vports 2, per vport: max uc(128) max mc(2048)")
 
 
+def _pad(s: Scenario, rng: random.Random, target: int) -> None:
+    """Benign training chatter (NCCL INFO channel/transport setup, ProcessGroupNCCL warnings, iteration lines) until the
+    app log holds roughly `target` more bytes; placed before any injected fault (faults fall at 50-90 % of the run)."""
+    span = (s.end - s.start).total_seconds()
+    lo, hi = 60.0, max(61.0, span * 0.45)
+    n_ranks = len(s.nodes) * GPUS
+    written = 0
+    it = 0
+    while written < target:
+        at = s.start + timedelta(seconds=rng.uniform(lo, hi))
+        r = rng.randrange(n_ranks)
+        node, local = s.node_of(r), r % GPUS
+        choice = rng.random()
+        if choice < 0.55:
+            text = (f"{r}: {node}:{4100 + s.nodes.index(node)}:{4300 + local} [{local}] NCCL INFO Channel {rng.randrange(32):02d}/0 : "
+                    f"{r}[{local}] -> {(r + 1) % n_ranks}[{(local + 1) % GPUS}] via P2P/IPC/read")
+            s.app.append((at, text))
+        elif choice < 0.75:
+            s.glog(at, r, "W", "ProcessGroupNCCL.cpp:4561", f"[PG ID 0 PG GUID 0 Rank {r}] using GPU {local} as device used by this process is currently unknown.")
+            text = s.app[-1][1]
+        else:
+            it += 1
+            s.iteration(at, it)
+            text = s.app[-1][1]
+        written += len(text) + 1
+
+
 def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: int = 7, seed: int = 0,
-             lines: tuple[int, int] = (150, 1500)) -> Path:
-    """Write a simulated fleet under `out`; return the path of truth.jsonl."""
+             lines: tuple[int, int] = (150, 1500), lemons: int = 2, lemon_share: float = 0.25,
+             bad_port_share: float = 0.5, weights: dict[str, float] | None = None, pad_bytes: int = 0,
+             max_job_nodes: int = 0) -> Path:
+    """Write a simulated fleet under `out`; return the path of truth.jsonl.
+
+    Repeat offenders: `lemons` lemon nodes take a hardware fault's blame with probability `lemon_share`; the node
+    behind the bad switch port takes an ib_link fault's blame with probability `bad_port_share` (both recorded in
+    DIR/fleet_truth.json). `weights` overrides FAULTS weights per kind (e.g. {"ib_link": 150} so that a small fleet
+    still sees several link faults). `pad_bytes` pads each attempt's app log with ~that many bytes of benign noise
+    lines (for benchmarks: volume without more attempts). `max_job_nodes` caps a job's size (0: the fleet's size;
+    small jobs make small, fast fleets for tests). The defaults reproduce the original fleets exactly."""
     rng = random.Random(seed)
+    pad_rng = random.Random(f"pad-{seed}")  # its own stream: padding never shifts the faults of a seed
     out = Path(out)
-    fleet = _fleet(rng, nodes)
+    fleet = _fleet(rng, nodes, lemons)
     (out / "catalog").mkdir(parents=True, exist_ok=True)
     (out / "topology.yaml").write_text(yaml.safe_dump({"nodes": fleet.topology}, sort_keys=True), encoding="utf-8")
+    port = fleet.topology[fleet.bad_port_node]
+    (out / "fleet_truth.json").write_text(json.dumps({
+        "lemon_nodes": sorted(fleet.lemons),
+        "bad_port": {"switch": port["switch"], "port": port["port"], "node": fleet.bad_port_node},
+    }, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     kinds = list(FAULTS)
-    weights = [FAULTS[k][0] for k in kinds]
+    unknown = set(weights or {}) - set(FAULTS)
+    if unknown:
+        raise ValueError(f"unknown fault kinds in weights: {sorted(unknown)}")
+    weights = [(weights or {}).get(k, FAULTS[k][0]) for k in kinds]
     truth_lines = []
     for i in range(attempts):
         kind = rng.choices(kinds, weights)[0]
-        size = _job_size(rng, nodes)
+        size = _job_size(rng, max_job_nodes or nodes)
         if kind in NEEDS_PEERS:
             size = max(size, 2)
         job_nodes = sorted(rng.sample(fleet.nodes, min(size, nodes)))
         # repeat offenders: lemons draw hardware faults, the node behind the bad port draws link faults
         culprit = rng.choice(job_nodes)
-        if kind in HARDWARE and rng.random() < 0.25:
+        if kind in HARDWARE and rng.random() < lemon_share and fleet.lemons:
             culprit = rng.choice(fleet.lemons)
-        elif kind == "ib_link" and rng.random() < 0.5:
+        elif kind == "ib_link" and rng.random() < bad_port_share:
             culprit = fleet.bad_port_node
         if culprit not in job_nodes:
             job_nodes[rng.randrange(len(job_nodes))] = culprit
@@ -311,6 +356,8 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
         if kind == "success":
             over = {"state": "COMPLETED", "exit_code": "0:0"}
         _noise(s, rng, rng.randint(*lines))
+        if pad_bytes > 0:
+            _pad(s, pad_rng, pad_bytes)
         for node, t in s.silent_after.items():
             s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
         day = f"{start:%Y-%m-%d}"
