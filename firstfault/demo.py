@@ -9,9 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import yaml
-
-from firstfault.logwriters import BUS_IDS, GPUS, Scenario  # noqa: F401  (shared with firstfault/simulate.py)
+from firstfault.logwriters import BUS_IDS, GPUS, Scenario, write_attempt  # noqa: F401  (shared with firstfault/simulate.py)
 
 T0 = datetime(2026, 11, 29, 1, 0, 0, tzinfo=timezone.utc)
 
@@ -155,20 +153,8 @@ def write_demo(root: str | Path) -> list[Path]:
     for build in SCENARIOS:
         s = build()
         folder = root / "attempts" / s.name
-        (folder / "app").mkdir(parents=True, exist_ok=True)
-        (folder / "kernel").mkdir(parents=True, exist_ok=True)
-        app = "\n".join(line for _, line in sorted(s.app, key=lambda x: x[0])) + "\n"
-        (folder / "app" / "train.log").write_text(app, encoding="utf-8")
-        for node in s.nodes:
-            (folder / "kernel" / f"{node}.log").write_text(s.kernel_file(node), encoding="utf-8")
-        spec = {
-            "workload_id": f"demo-{s.name}", "attempt": 0, "cluster": "demo", "state": s.state, "exit_code": s.exit_code,
-            "start": s.start.strftime("%Y-%m-%dT%H:%M:%SZ"), "end": s.end.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "timezone": "UTC", "gpu_model": "H100", "gpus_per_node": GPUS, "nodes": s.nodes,
-            "logs": [{"source": "applog", "path": "app/*.log"}, {"source": "syslog", "path": "kernel/{node}.log"}],
-        }
-        (folder / "attempt.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-        specs.append(folder / "attempt.yaml")
+        specs.append(write_attempt(folder, s, workload=f"demo-{s.name}", cluster="demo", gpu_model="H100",
+                                   state=s.state, exit_code=s.exit_code))
     return specs
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
+
+import yaml
 
 GPUS = 8
 BUS_IDS = ["18", "2a", "3a", "3b", "9a", "ab", "ba", "db"]  # PCI bus of local GPU 0..7
@@ -92,3 +95,21 @@ class Scenario:
                 mono = (at - boot).total_seconds()
                 out.append(f"{at:%b %d %H:%M:%S} {node} kernel: [{mono:12.6f}] {text}")
         return "\n".join(out) + "\n"
+
+
+def write_attempt(folder: Path, s: Scenario, *, workload: str, cluster: str, gpu_model: str, state: str, exit_code: str) -> Path:
+    """Write one scenario as an attempt folder (application log, a kernel log per node, attempt.yaml); return the spec."""
+    (folder / "app").mkdir(parents=True, exist_ok=True)
+    (folder / "kernel").mkdir(parents=True, exist_ok=True)
+    app = "\n".join(line for _, line in sorted(s.app, key=lambda x: x[0])) + "\n"
+    (folder / "app" / "train.log").write_text(app, encoding="utf-8")
+    for node in s.nodes:
+        (folder / "kernel" / f"{node}.log").write_text(s.kernel_file(node), encoding="utf-8")
+    spec = {
+        "workload_id": workload, "attempt": 0, "cluster": cluster, "state": state, "exit_code": exit_code,
+        "start": s.start.strftime("%Y-%m-%dT%H:%M:%SZ"), "end": s.end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "timezone": "UTC", "gpu_model": gpu_model, "gpus_per_node": GPUS, "nodes": s.nodes,
+        "logs": [{"source": "applog", "path": "app/*.log"}, {"source": "syslog", "path": "kernel/{node}.log"}],
+    }
+    (folder / "attempt.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return folder / "attempt.yaml"

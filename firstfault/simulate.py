@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from firstfault.logwriters import BUS_IDS, GPUS, Scenario
+from firstfault.logwriters import BUS_IDS, GPUS, Scenario, write_attempt
 
 T0 = datetime(2026, 11, 1, 0, 0, 0, tzinfo=timezone.utc)
 GPU_MODELS = (("H100", 0.55), ("A100", 0.2), ("B200", 0.15), ("H200", 0.1))
@@ -362,7 +362,8 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
             s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
         day = f"{start:%Y-%m-%d}"
         folder = out / "catalog" / day / f"{workload}-0"
-        _write(folder, s, workload, gpu_model, over)
+        write_attempt(folder, s, workload=workload, cluster=CLUSTER, gpu_model=gpu_model,
+                      state=over.get("state", s.state), exit_code=over.get("exit_code", s.exit_code))
         _, verdict, domain, subdomain, attributable = FAULTS[kind]
         truth_lines.append({
             "attempt_id": f"{CLUSTER}/{workload}/0", "spec": str(Path("catalog") / day / f"{workload}-0" / "attempt.yaml"),
@@ -375,21 +376,6 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
     return path
 
 
-def _write(folder: Path, s: Scenario, workload: str, gpu_model: str, over: dict) -> None:
-    (folder / "app").mkdir(parents=True, exist_ok=True)
-    (folder / "kernel").mkdir(parents=True, exist_ok=True)
-    app = "\n".join(line for _, line in sorted(s.app, key=lambda x: x[0])) + "\n"
-    (folder / "app" / "train.log").write_text(app, encoding="utf-8")
-    for node in s.nodes:
-        (folder / "kernel" / f"{node}.log").write_text(s.kernel_file(node), encoding="utf-8")
-    spec = {
-        "workload_id": workload, "attempt": 0, "cluster": CLUSTER, "state": over.get("state", s.state),
-        "exit_code": over.get("exit_code", s.exit_code),
-        "start": s.start.strftime("%Y-%m-%dT%H:%M:%SZ"), "end": s.end.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "timezone": "UTC", "gpu_model": gpu_model, "gpus_per_node": GPUS, "nodes": s.nodes,
-        "logs": [{"source": "applog", "path": "app/*.log"}, {"source": "syslog", "path": "kernel/{node}.log"}],
-    }
-    (folder / "attempt.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
 
 
 def read_truth(directory: str | Path) -> list[dict]:
