@@ -25,3 +25,16 @@ def prefect_api(tmp_path_factory):
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+def warehouse_rows(path, sql):
+    """Rows of a read-only query on a warehouse file, as dicts."""
+    import duckdb
+
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        cur = con.execute(sql)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+    finally:
+        con.close()

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 
-import duckdb
 import pytest
 
 from firstfault.config import Config
 from firstfault.fleet import TABLES, poisson_interval, rebuild
 from firstfault.warehouse.store import connect_writer
+
+from conftest import warehouse_rows
 
 RUN_DAY = "2026-11-20"
 TOPOLOGY = """\
@@ -131,16 +132,6 @@ def fleet_wh(tmp_path_factory):
     return path, topo, counts
 
 
-def _rows(path, sql):
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        cur = con.execute(sql)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
-    finally:
-        con.close()
-
-
 def test_poisson_interval_matches_chi_square_values():
     assert poisson_interval(0) == (0.0, pytest.approx(3.688879, abs=1e-5))
     lo, hi = poisson_interval(3)  # chi2_0.025(6)/2, chi2_0.975(8)/2
@@ -152,7 +143,7 @@ def test_poisson_interval_matches_chi_square_values():
 def test_node_offenders_lemon_first(fleet_wh):
     path, _, counts = fleet_wh
     assert counts["node_offenders"] > 0
-    rows = _rows(path, "SELECT * FROM node_offenders ORDER BY position")
+    rows = warehouse_rows(path, "SELECT * FROM node_offenders ORDER BY position")
     first = rows[0]
     assert (first["level"], first["node"]) == ("node", "lemon-01")
     assert first["recommendation"] == "hardware_inspection" and first["severity"] == 3
@@ -172,7 +163,7 @@ def test_node_offenders_lemon_first(fleet_wh):
 
 def test_port_hotspots_bad_switch_port_first(fleet_wh):
     path, _, _ = fleet_wh
-    rows = _rows(path, "SELECT * FROM port_hotspots ORDER BY position")
+    rows = warehouse_rows(path, "SELECT * FROM port_hotspots ORDER BY position")
     first = rows[0]
     assert (first["level"], first["key"], first["finding"]) == ("switch_port", "leaf-2/7", "switch_port")
     assert first["attempts"] == 6 and first["nodes"] == 3
@@ -189,7 +180,7 @@ def test_port_hotspots_bad_switch_port_first(fleet_wh):
 
 def test_gpu_model_trends_rates_and_intervals(fleet_wh):
     path, _, _ = fleet_wh
-    rows = {(r["gpu_model"], r["iso_week"], r["domain"]): r for r in _rows(path, "SELECT * FROM gpu_model_trends")}
+    rows = {(r["gpu_model"], r["iso_week"], r["domain"]): r for r in warehouse_rows(path, "SELECT * FROM gpu_model_trends")}
     hw = rows[("B200", "2026-W47", "hardware")]
     assert hw["gpu_hours"] == pytest.approx(2000.0) and hw["failures"] == 3 and hw["attempts"] == 4
     assert round(hw["rate_per_1k_gpu_hours"], 3) == 1.5
@@ -202,7 +193,7 @@ def test_gpu_model_trends_rates_and_intervals(fleet_wh):
 
 def test_incidents_group_attempts_of_one_day(fleet_wh):
     path, _, _ = fleet_wh
-    rows = _rows(path, "SELECT * FROM incidents")
+    rows = warehouse_rows(path, "SELECT * FROM incidents")
     by = {(r["kind"], r["key"], r["day"]): r for r in rows}
     app = by[("node", "inc-05", "2026-11-18")]
     assert app["members"] == ["test/app/0", "test/app/1"] and app["domain"] == "application"
@@ -217,7 +208,7 @@ def test_incidents_group_attempts_of_one_day(fleet_wh):
 
 def test_rebuild_is_idempotent_and_cli_runs(fleet_wh, tmp_path):
     path, topo, _ = fleet_wh
-    snap = lambda: {t: _rows(path, f"SELECT * FROM {t}") for t in TABLES}  # noqa: E731
+    snap = lambda: {t: warehouse_rows(path, f"SELECT * FROM {t}") for t in TABLES}  # noqa: E731
     before = snap()
     rebuild(str(path), replace(Config(), fleet=replace(Config().fleet, topology=str(topo))), day=RUN_DAY)
     assert snap() == before

@@ -7,9 +7,8 @@ the nightly (plain functions, no Prefect) day by day, then `fleet.rebuild` with 
 from __future__ import annotations
 
 import json
-from datetime import date, timedelta
+from datetime import timedelta
 
-import duckdb
 import yaml
 
 from firstfault import fleet
@@ -17,21 +16,13 @@ from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.nightly import run_nightly
 from firstfault.simulate import T0, read_truth, simulate
 
+from conftest import warehouse_rows
+
 DAYS = 3
 # A small fleet (2 leaf switches of 16 ports) whose repeat offenders still show up several times: one lemon that takes
 # most hardware faults, and more ib_link faults than the Llama 3 mix gives 50 attempts, most of them behind the bad port.
 PARAMS = dict(nodes=32, attempts=50, days=DAYS, seed=2, lines=(20, 40), lemons=1, lemon_share=0.6,
               bad_port_share=0.8, weights={"ib_link": 120}, max_job_nodes=6)
-
-
-def rows(path, sql):
-    con = duckdb.connect(path, read_only=True)
-    try:
-        cur = con.execute(sql)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
-    finally:
-        con.close()
 
 
 def test_lemon_node_and_bad_port_come_first(tmp_path):
@@ -58,11 +49,11 @@ def test_lemon_node_and_bad_port_come_first(tmp_path):
     assert attributed == len(truth)
     fleet.rebuild(config.warehouse.path, config, topology=str(topology))
 
-    offenders = rows(config.warehouse.path, "SELECT level, node, recommendation, hardware_30d FROM node_offenders ORDER BY position")
+    offenders = warehouse_rows(config.warehouse.path, "SELECT level, node, recommendation, hardware_30d FROM node_offenders ORDER BY position")
     assert offenders[0]["node"] == lemon, offenders[:5]
     assert offenders[0]["recommendation"] in ("hardware_inspection", "drain"), offenders[0]
 
-    hot = rows(config.warehouse.path, "SELECT level, key, finding, attempts, node_list FROM port_hotspots ORDER BY position")
+    hot = warehouse_rows(config.warehouse.path, "SELECT level, key, finding, attempts, node_list FROM port_hotspots ORDER BY position")
     port_key = f"{bad['switch']}/{bad['port']}"
     first_port = next(h for h in hot if h["level"] == "switch_port")
     first_nic = next(h for h in hot if h["level"] == "nic")

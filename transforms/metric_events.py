@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from firstfault.transforms.extract import EVENT_SCHEMA, conform_events, normalize_gpu
+from firstfault.transforms.extract import conform_events, normalize_gpu
 
 __all__ = ["metric_events", "IB_COUNTERS"]
 
