@@ -21,6 +21,7 @@ class LogFile:
     rank: int | None  # rank known from the file name (`rank3.log`)
     label: str  # how `srun --label` task ids read in this file
     pattern: str  # the spec path it came from
+    origin: str = ""  # LogSpec.origin of a staged file
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def _describe(uri: str, spec: LogSpec, node: str | None, nodes: tuple[str, ...])
         hits = [n for n in nodes if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", name)]
         node = max(hits, key=len) if hits else None
     m = _RANK_IN_NAME.search(name)
-    return LogFile(spec.source, uri, node, int(m.group(1)) if m else None, spec.label, spec.path)
+    return LogFile(spec.source, uri, node, int(m.group(1)) if m else None, spec.label, spec.path, spec.origin)
 
 
 def fingerprint(uri: str) -> str:

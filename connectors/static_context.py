@@ -16,7 +16,7 @@ from firstfault.ids import attempt_id, attempt_key, day_key
 
 KNOWN_KEYS = {
     "workload_id", "attempt", "cluster", "state", "exit_code", "start", "end", "timezone", "gpu_model",
-    "gpus_per_node", "nodes", "ranks", "logs", "metrics", "flight_recorder", "boot_times", "addresses",
+    "gpus_per_node", "nodes", "ranks", "logs", "metrics", "flight_recorder", "boot_times", "addresses", "scheduler",
 }
 LABEL_MODES = ("rank", "node")
 
@@ -26,6 +26,7 @@ class LogSpec:
     source: str
     path: str
     label: str = "rank"  # what an `srun --label` task id means in this file: the global rank or the node index
+    origin: str = ""  # JSON: where a staged file came from (connectors/base.py); merged into its events' locators
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class AttemptContext:
     addresses: tuple[tuple[str, str], ...] = ()  # (address, node) known up front
     base_uri: str = "."  # folder the relative paths are resolved against (fsspec URL)
     spec_uri: str = ""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # what a scheduler connector knows beyond the keys above (the `scheduler` key: name, ref, pods, ...)
+    scheduler: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def attempt_id(self) -> str:
@@ -119,9 +121,34 @@ def context_from_dict(doc: Any, spec_uri: str, base_uri: str) -> AttemptContext:
         flight_recorder=v.paths(doc, "flight_recorder"),
         boot_times=v.boot_times(doc, set(nodes), tz),
         addresses=v.addresses(doc, set(nodes)),
+        scheduler=v.mapping(doc, "scheduler"),
         base_uri=base_uri,
         spec_uri=spec_uri,
     )
+
+
+def context_to_dict(ctx: AttemptContext) -> dict[str, Any]:
+    """The static context (CONTRACTS §2) that reads back as `ctx`, with every path made absolute: how a context
+    discovered from a scheduler is kept in the lake, and what `attribute --static` can re-run by hand."""
+    def absolute(path: str) -> str:
+        return path if "://" in path or path.startswith("/") else posixpath.join(ctx.base_uri, path)
+
+    def iso(t: datetime | None) -> str | None:
+        return None if t is None else t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+    doc: dict[str, Any] = {
+        "workload_id": ctx.workload_id, "attempt": ctx.attempt, "cluster": ctx.cluster, "state": ctx.state,
+        "exit_code": ctx.exit_code, "start": iso(ctx.start), "end": iso(ctx.end), "timezone": ctx.timezone,
+        "gpu_model": ctx.gpu_model, "gpus_per_node": ctx.gpus_per_node, "nodes": list(ctx.nodes),
+        "ranks": [{"rank": r, "node": n, "local_rank": lr} for r, n, lr in ctx.ranks],
+        "logs": [{"source": s.source, "path": absolute(s.path), "label": s.label} for s in ctx.logs if not s.origin],
+        "metrics": [absolute(p) for p in ctx.metrics],
+        "flight_recorder": [absolute(p) for p in ctx.flight_recorder],
+        "boot_times": {n: iso(t) for n, t in ctx.boot_times},
+        "addresses": {n: [a for a, m in ctx.addresses if m == n] for n in sorted({m for _, m in ctx.addresses})},
+        "scheduler": ctx.scheduler,
+    }
+    return {k: v for k, v in doc.items() if v not in (None, [], {})}
 
 
 class _Validator:
@@ -180,6 +207,12 @@ class _Validator:
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=ZoneInfo(tz))
         return parsed.astimezone(timezone.utc)
+
+    def mapping(self, doc, key):
+        value = doc.get(key) or {}
+        if not isinstance(value, dict):
+            self.fail(key, "must be a mapping")
+        return value
 
     def node_list(self, doc):
         nodes = doc.get("nodes")

@@ -44,7 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     attribute = sub.add_parser("attribute", help="attribute one workload attempt")
-    attribute.add_argument("--static", required=True, metavar="ATTEMPT.yaml", help="static execution context")
+    which = attribute.add_mutually_exclusive_group(required=True)
+    which.add_argument("--static", metavar="ATTEMPT.yaml", help="static execution context")
+    which.add_argument("--slurm", metavar="JOBID[:ATTEMPT]", help="a Slurm job (every attempt of a requeued job unless :ATTEMPT)")
+    which.add_argument("--kueue", metavar="NAMESPACE/WORKLOAD", help="a Kueue workload (every admission is an attempt)")
+    which.add_argument("--scheduler", metavar="NAME:REF", help="a plug-in scheduler connector and its id")
     attribute.add_argument("--json", action="store_true", help="print the verdict object")
     attribute.add_argument("--warehouse", help="DuckDB file (default from the config: ./firstfault.duckdb)")
     attribute.add_argument("--lake", help="lake root URL (default from the config: ./lake)")
@@ -177,21 +181,46 @@ def _rules_lint(args) -> int:
 
 def _attribute(args) -> int:
     from firstfault.config import resolve_config
-    from firstfault.connectors.static_context import load_static_context
 
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
-    ctx = load_static_context(args.static)
+    specs = [args.static] if args.static else _scheduler_specs(args, config)
     use_prefect = args.prefect == "always" or (args.prefect == "auto" and os.environ.get("PREFECT_API_URL"))
     if use_prefect:
         from firstfault.flows.attempt import attribute_attempt
 
-        attribute_attempt([args.static], args.config, config.lake.root, config.warehouse.path)
+        attempt_ids = attribute_attempt(specs, args.config, config.lake.root, config.warehouse.path)
     else:
+        from firstfault.connectors.static_context import load_static_context
         from firstfault.pipeline import run_static
 
-        run_static([ctx], config)
-    _print_verdicts(config.warehouse.path, [ctx.attempt_id], as_json=args.json, single=True)
+        contexts = [load_static_context(p) for p in specs]
+        run_static(contexts, config)
+        attempt_ids = [c.attempt_id for c in contexts]
+    _print_verdicts(config.warehouse.path, attempt_ids, as_json=args.json, single=len(attempt_ids) == 1)
     return 0
+
+
+def _scheduler_specs(args, config) -> list[str]:
+    """Resolve a scheduler id to its attempts and keep each as a static context in the lake (their spec paths)."""
+    from firstfault.connectors.base import save_context
+    from firstfault.connectors.lake import Lake
+    from firstfault.connectors.registry import scheduler_connectors
+
+    if args.scheduler:
+        name, _, ref = args.scheduler.partition(":")
+        flag = "--scheduler"
+    else:
+        name, ref = ("slurm", args.slurm) if args.slurm else ("kueue", args.kueue)
+        flag = f"--{name}"
+    connectors = scheduler_connectors(config)
+    if name not in connectors:
+        known = ", ".join(sorted(connectors)) or "none"
+        raise BadInput(flag, name, f"no {name!r} scheduler connector is enabled (enabled: {known}); see firstfault.toml [{name}]")
+    contexts = connectors[name].resolve(ref)
+    if not contexts:
+        raise BadInput(flag, name, f"{ref!r}: no attempt found")
+    lake = Lake(config.lake.root, config.lake.storage_options())
+    return [save_context(lake, ctx) for ctx in contexts]
 
 
 def _simulate(args) -> int:

@@ -106,6 +106,7 @@ class Config:
     catalog: CatalogSettings = field(default_factory=CatalogSettings)
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
+    plugins: dict = field(default_factory=dict)  # [plugins.NAME] tables, handed as they are to plug-in connectors
 
 
 SECTIONS = {
@@ -129,6 +130,11 @@ def load_config(path: str | None) -> Config:
         raise BadInput(path, "-", f"not valid TOML: {e}") from None
     built = {}
     for name, value in doc.items():
+        if name == "plugins":
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                raise BadInput(path, "plugins", "must hold one table per plug-in: [plugins.NAME]")
+            built[name] = value
+            continue
         if name not in SECTIONS:
             raise BadInput(path, name, "unknown section")
         built[name] = _section(path, name, SECTIONS[name], value)
@@ -163,6 +169,11 @@ def _section(path: str, name: str, cls, value):
         if key not in known:
             raise BadInput(path, f"{name}.{key}", "unknown key")
         want = type(getattr(cls(), key))
+        if want is dict:
+            if not isinstance(v, dict) or not all(isinstance(x, (str, int, float, bool)) for x in v.values()):
+                raise BadInput(path, f"{name}.{key}", "must be a table of plain values")
+            kwargs[key] = dict(v)
+            continue
         if want is tuple:
             if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
                 raise BadInput(path, f"{name}.{key}", "must be a list of folder names")

@@ -11,6 +11,7 @@ import json
 import logging
 import re
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timezone
@@ -20,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from firstfault.config import Landing
+from firstfault.connectors.base import Report, SourceConnector, Staging
 from firstfault.connectors.flight_recorder import ENTRY_SCHEMA as FR_ENTRY_SCHEMA, dump_events, read_dumps
 from firstfault.connectors.lake import Lake
 from firstfault.connectors.local_files import LogFile, fingerprint, read_batches, resolve_logs, resolve_paths
@@ -65,8 +67,10 @@ class LandingResult:
     reports: list[dict] = field(default_factory=list)
 
 
-def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], settings: Landing = Landing()) -> LandingResult:
+def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], settings: Landing = Landing(),
+                 sources: Sequence[SourceConnector] = ()) -> LandingResult:
     result = LandingResult(ctx.attempt_id)
+    ctx = _stage_sources(ctx, lake, sources, result)
     files, missing = resolve_logs(ctx)
     for m in missing:
         result.reports.append(_report(ctx, "local_files", m.source, m.pattern, "missing", 0, m.reason))
@@ -79,7 +83,7 @@ def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], setti
 
     result.log_rows = lake.write("logs", ctx.day, ctx.attempt_key, log_batches(), LOGS_SCHEMA)
     metrics = _land_metrics(ctx, result)
-    events = _events(ctx, candidates, patterns, metrics)
+    events = _events(ctx, candidates, patterns, metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
     if fr_events.height:
         events = pl.concat([events, conform_events(fr_events.lazy()).collect()], how="vertical_relaxed")
@@ -89,6 +93,23 @@ def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], setti
     lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx), CONTEXT_SCHEMA)
     lake.write("inputs", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, REPORT_SCHEMA), REPORT_SCHEMA)
     return result
+
+
+def _stage_sources(ctx: AttemptContext, lake: Lake, sources: Sequence[SourceConnector], result: LandingResult) -> AttemptContext:
+    """Fetch remote logs and metrics into the lake's staging area; a connector that fails is reported, never fatal."""
+    staging = Staging(lake, ctx)
+    for connector in sources:
+        if not connector.applies(ctx):
+            continue
+        staging.reset(connector.name)
+        try:
+            reports = connector.stage(ctx, staging)
+        except Exception as e:  # a plug-in's bug must not sink the attempt either
+            log.warning("connector %s failed for %s: %s", connector.name, ctx.attempt_id, e)
+            reports = [Report(connector.name, connector.name, "", "error", 0, f"{type(e).__name__}: {e}")]
+        for r in reports:
+            result.reports.append(_report(ctx, r.connector, r.source, r.uri, r.status, r.rows, r.reason))
+    return staging.context()
 
 
 def input_bytes(ctx: AttemptContext) -> int:
@@ -176,13 +197,32 @@ def _normalize(ctx: AttemptContext, index: int, log_file: LogFile, lines: pl.Dat
     )
 
 
-def _events(ctx: AttemptContext, candidates: list[pl.DataFrame], patterns: list[Pattern], metrics: pa.Table | None = None) -> pl.DataFrame:
+def _events(ctx: AttemptContext, candidates: list[pl.DataFrame], patterns: list[Pattern], metrics: pa.Table | None = None,
+            origins: dict[str, str] | None = None) -> pl.DataFrame:
     lines = pl.concat(candidates, how="vertical_relaxed").lazy() if candidates else pl.LazyFrame(schema=LINE_SCHEMA)
     events = extract_events(lines, patterns)
     events = resolve_peers(events, ctx.nodes, ctx.addresses)
+    if origins:
+        events = _staged_locators(events, origins)
     if metrics is not None and metrics.num_rows:  # metric anomalies are events too (transforms/metric_events.py)
         events = pl.concat([conform_events(events), metric_events(pl.from_arrow(metrics).lazy())], how="vertical_relaxed")
     return events.sort("ts", "source", "uri", "line", "kind", nulls_last=True).collect()
+
+
+def _staged_locators(events: pl.LazyFrame, origins: dict[str, str]) -> pl.LazyFrame:
+    """Events from staged files (connectors/base.py) are located in their backend: the locator carries the file's
+    origin (backend URL, stream labels) and the line's own nanosecond timestamp as the backend returned it."""
+    origin = pl.LazyFrame({"uri": list(origins), "_origin": list(origins.values())})
+    ts_ns = (
+        pl.col("raw").str.extract(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z)\s")
+        .str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="ns", strict=False).dt.epoch("ns").cast(pl.String)
+    )
+    locator = pl.format('{{"origin": {}, "ts_ns": {}}}', pl.col("_origin"), pl.coalesce(ts_ns, pl.lit("null")))
+    return (
+        events.join(origin, on="uri", how="left", maintain_order="left")
+        .with_columns(locator=pl.when(pl.col("_origin").is_not_null()).then(locator).otherwise(pl.col("locator")))
+        .drop("_origin")
+    )
 
 
 def events_arrow_schema() -> pa.Schema:

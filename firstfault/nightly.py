@@ -81,7 +81,7 @@ def catalog_patterns(config: Config, catalog: str | None = None) -> list[str]:
     elif config.catalog.paths:
         patterns = list(config.catalog.paths)
     else:
-        raise BadInput("--catalog", "catalog", "no catalog: pass --catalog DIR_OR_URL or set [catalog] paths in firstfault.toml")
+        return []
     out = []
     for p in patterns:
         if any(c in p for c in "*?["):
@@ -103,13 +103,32 @@ def list_specs(patterns: Sequence[str]) -> list[str]:
     return sorted(found)
 
 
-def discover(patterns: Sequence[str], run_date: date) -> tuple[list[Candidate], list[dict], int]:
+def discover_scheduled(config: Config, run_date: date) -> tuple[list[str], list[dict]]:
+    """Ask every scheduler connector the config enables for the attempts that ended on run_date (UTC); each one
+    is kept in the lake as a static context (connectors/base.py save_context) and handled like a catalog spec.
+    A scheduler that cannot be reached is a failure row, not a failed night."""
+    from firstfault.connectors.base import save_context
+    from firstfault.connectors.registry import scheduler_connectors
+
+    start = datetime.combine(run_date, datetime.min.time(), tzinfo=timezone.utc)
+    specs, failures = [], []
+    for name, connector in sorted(scheduler_connectors(config).items()):
+        try:
+            contexts = connector.discover(start, start + timedelta(days=1))
+        except Exception as e:  # noqa: BLE001 - one scheduler down never sinks the night
+            failures.append(_failure(None, name, "discover", _describe(e)))
+            continue
+        specs.extend(save_context(_lake(config), ctx) for ctx in contexts)
+    return specs, failures
+
+
+def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str] = ()) -> tuple[list[Candidate], list[dict], int]:
     """The attempts whose `end` falls on run_date (UTC), with their input fingerprints; malformed specs and
     unreadable inputs become failure rows. Returns (candidates, failures, spec files seen)."""
     from firstfault.connectors.static_context import load_static_context
     from firstfault.inputs import input_fingerprint
 
-    specs = list_specs(patterns)
+    specs = sorted(set(list_specs(patterns)) | set(extra_specs))
     candidates: dict[str, Candidate] = {}
     failures: list[dict] = []
     for uri in specs:
@@ -187,7 +206,13 @@ def prepare(config: Config, run_date: str | date | None = None, catalog: str | N
     """Discover, drop the unchanged attempts (unless force) and shard the rest."""
     day = parse_run_date(run_date)
     started_at = datetime.now(timezone.utc)
-    candidates, failures, _ = discover(catalog_patterns(config, catalog), day)
+    patterns = catalog_patterns(config, catalog)
+    scheduled, failures = discover_scheduled(config, day)
+    if not patterns and not scheduled and not failures and not _has_schedulers(config):
+        raise BadInput("--catalog", "catalog", "nothing to discover: pass --catalog DIR_OR_URL, set [catalog] paths "
+                       "or configure a scheduler ([slurm], [kueue]) in firstfault.toml")
+    candidates, discovered_failures, _ = discover(patterns, day, scheduled)
+    failures = failures + discovered_failures
     done = set() if force else already_done(config.warehouse.path, candidates, current_rules_version(config))
     todo = [c for c in candidates if c.attempt_id not in done]
     skipped = [c for c in candidates if c.attempt_id in done]
@@ -327,6 +352,12 @@ def render_summary(summary: dict) -> str:
 
 
 # helpers --------------------------------------------------------------------------------------------------------
+
+def _has_schedulers(config: Config) -> bool:
+    from firstfault.connectors.registry import scheduler_connectors
+
+    return bool(scheduler_connectors(config))
+
 
 def _lake(config: Config) -> Lake:
     return Lake(config.lake.root, config.lake.storage_options())

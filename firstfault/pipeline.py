@@ -17,6 +17,7 @@ import pyarrow as pa
 from firstfault.attribution import catalog_path, load_rules, register_reference, rules_version, run_rules
 from firstfault.config import Config
 from firstfault.connectors.lake import Lake
+from firstfault.connectors.registry import source_connectors
 from firstfault.connectors.static_context import AttemptContext
 from firstfault.landing import LandingResult, input_bytes, land_attempt
 from firstfault.errors import BadInput
@@ -38,16 +39,17 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
         patterns = load_patterns([Path(d) for d in dirs])
     except PatternError as e:
         raise BadInput(", ".join(map(str, dirs)) or "built-in patterns", "patterns", str(e)) from None
+    sources = source_connectors(config)
     workers = _landing_workers(contexts, config.landing)
     if workers <= 1:
         lake = Lake(config.lake.root, config.lake.storage_options())
-        return [land_attempt(ctx, lake, patterns, config.landing) for ctx in contexts]
+        return [land_attempt(ctx, lake, patterns, config.landing, sources) for ctx in contexts]
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_land_one, contexts, repeat(config), repeat(patterns)))
+        return list(pool.map(_land_one, contexts, repeat(config), repeat(patterns), repeat(sources)))
 
 
-def _land_one(ctx: AttemptContext, config: Config, patterns) -> LandingResult:
-    return land_attempt(ctx, Lake(config.lake.root, config.lake.storage_options()), patterns, config.landing)
+def _land_one(ctx: AttemptContext, config: Config, patterns, sources) -> LandingResult:
+    return land_attempt(ctx, Lake(config.lake.root, config.lake.storage_options()), patterns, config.landing, sources)
 
 
 # Below this much input a second process costs more (interpreter and imports) than it saves.
