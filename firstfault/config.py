@@ -96,6 +96,25 @@ class FleetSettings:
 
 
 @dataclass(frozen=True)
+class RemoteSettings:
+    """What every HTTP connector section shares (connectors/http.py). Secrets are read from the config or from the
+    environment variable named by *_env, and are never logged."""
+    url: str = ""                 # empty = the connector is off
+    timeout_s: float = 30.0       # per request (connect + read)
+    retries: int = 3              # extra tries on a transient error (timeout, connection error, 429, 5xx); never on other 4xx
+    backoff_s: float = 0.5        # first back-off; doubles per retry
+    token: str = ""               # bearer token ...
+    token_env: str = ""           # ... or the name of the variable holding it
+    token_file: str = ""          # ... or a file holding it (a Kubernetes service-account token)
+    username: str = ""            # basic auth
+    password_env: str = ""        # variable holding the basic-auth password
+    ca_file: str = ""             # PEM bundle to verify the server with
+    cert_file: str = ""           # client certificate (mutual TLS) ...
+    key_file: str = ""            # ... and its key
+    insecure_skip_verify: bool = False
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeSettings = field(default_factory=LakeSettings)
     warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
@@ -181,7 +200,7 @@ def _section(path: str, name: str, cls, value):
             continue
         if want is float and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
-        if not isinstance(v, want) or isinstance(v, bool):
+        if not isinstance(v, want) or (isinstance(v, bool) and want is not bool):
             raise BadInput(path, f"{name}.{key}", f"must be {want.__name__}")
         kwargs[key] = v
     return cls(**kwargs)

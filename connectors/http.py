@@ -1,0 +1,120 @@
+"""The HTTP client every remote connector uses: timeouts, bounded retries with exponential back-off on transient
+errors (timeouts, connection errors, 429, 5xx), no retry on other 4xx, credentials from the config or the
+environment (never logged, never in an error message), TLS options. Failures raise ConnectorError with a reason
+fit for a `connector_reports` row."""
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from firstfault.config import RemoteSettings
+
+log = logging.getLogger(__name__)
+
+_TRANSIENT_STATUS = {429, 500, 502, 503, 504}
+_MAX_BACKOFF_S = 30.0
+
+
+class ConnectorError(Exception):
+    """A backend answered with an error or not at all. `status` is the HTTP status (None: no answer)."""
+
+    def __init__(self, reason: str, status: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+class HttpClient:
+    def __init__(self, settings: RemoteSettings, connector: str, transport: httpx.BaseTransport | None = None):
+        self.settings = settings
+        self.connector = connector
+        self._client = httpx.Client(
+            base_url=settings.url.rstrip("/"), timeout=settings.timeout_s, headers=_auth_headers(settings),
+            auth=_basic_auth(settings), verify=_tls(settings), transport=transport, follow_redirects=True,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> "HttpClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def get_json(self, path: str, params: dict | None = None):
+        with self.stream(path, params) as response:
+            response.read()
+        try:
+            return response.json()
+        except ValueError:
+            raise ConnectorError(f"{self.connector}: {path} did not return JSON", response.status_code) from None
+
+    @contextmanager
+    def stream(self, path: str, params: dict | None = None) -> Iterator[httpx.Response]:
+        """GET with retries; yields the open (streaming) response of the first success."""
+        attempt = 0
+        while True:
+            try:
+                with self._client.stream("GET", path, params=params) as response:
+                    if response.status_code < 400:
+                        yield response
+                        return
+                    response.read()
+                    if response.status_code not in _TRANSIENT_STATUS or attempt >= self.settings.retries:
+                        raise ConnectorError(self._status_reason(path, response), response.status_code)
+                    reason = f"HTTP {response.status_code}"
+            except httpx.TimeoutException:
+                if attempt >= self.settings.retries:
+                    raise ConnectorError(f"{self.connector}: {path} timed out after {self.settings.timeout_s:g} s "
+                                         f"({attempt + 1} tries)") from None
+                reason = "timeout"
+            except httpx.TransportError as e:
+                if attempt >= self.settings.retries:
+                    raise ConnectorError(f"{self.connector}: cannot reach {self.settings.url}: {type(e).__name__} "
+                                         f"({attempt + 1} tries)") from None
+                reason = type(e).__name__
+            delay = min(self.settings.backoff_s * 2 ** attempt, _MAX_BACKOFF_S)
+            log.info("%s: %s on %s, retry %d in %.1f s", self.connector, reason, path, attempt + 1, delay)
+            time.sleep(delay)
+            attempt += 1
+
+    def _status_reason(self, path: str, response: httpx.Response) -> str:
+        body = response.text.strip().replace("\n", " ")[:200]
+        return f"{self.connector}: HTTP {response.status_code} from {path}" + (f": {body}" if body else "")
+
+
+def _secret(value: str, env: str) -> str:
+    return value or (os.environ.get(env, "") if env else "")
+
+
+def _auth_headers(s: RemoteSettings) -> dict[str, str]:
+    token = _secret(s.token, s.token_env)
+    if not token and s.token_file:
+        try:
+            token = Path(s.token_file).read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise ConnectorError(f"token_file {s.token_file}: {e.strerror}") from None
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _basic_auth(s: RemoteSettings) -> httpx.BasicAuth | None:
+    return httpx.BasicAuth(s.username, _secret("", s.password_env)) if s.username else None
+
+
+def _tls(s: RemoteSettings) -> ssl.SSLContext | bool:
+    if s.insecure_skip_verify:
+        return False
+    if not (s.ca_file or s.cert_file):
+        return True
+    context = ssl.create_default_context(cafile=s.ca_file or None)
+    if s.cert_file:
+        context.load_cert_chain(s.cert_file, s.key_file or None)
+    return context
