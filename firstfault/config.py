@@ -115,6 +115,13 @@ class RemoteSettings:
 
 
 @dataclass(frozen=True)
+class KubernetesSettings(RemoteSettings):
+    """The Kubernetes API (`url` = https://APISERVER): Kueue/JobSet/Pod objects and pod logs. In a pod, point
+    `token_file` and `ca_file` at /var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}."""
+    gpu_label: str = "nvidia.com/gpu.product"  # node label naming the GPU model
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeSettings = field(default_factory=LakeSettings)
     warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
@@ -125,13 +132,14 @@ class Config:
     catalog: CatalogSettings = field(default_factory=CatalogSettings)
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     plugins: dict = field(default_factory=dict)  # [plugins.NAME] tables, handed as they are to plug-in connectors
 
 
 SECTIONS = {
     "lake": LakeSettings, "warehouse": WarehouseSettings, "attribution": Attribution, "landing": Landing,
     "rules": RuleSettings, "patterns": PatternSettings, "catalog": CatalogSettings, "schedule": ScheduleSettings,
-    "fleet": FleetSettings,
+    "fleet": FleetSettings, "kubernetes": KubernetesSettings,
 }
 
 
