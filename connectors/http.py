@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -32,11 +33,12 @@ class ConnectorError(Exception):
 
 
 class HttpClient:
-    def __init__(self, settings: RemoteSettings, connector: str, transport: httpx.BaseTransport | None = None):
+    def __init__(self, settings: RemoteSettings, connector: str, transport: httpx.BaseTransport | None = None,
+                 headers: dict[str, str] | None = None):
         self.settings = settings
         self.connector = connector
         self._client = httpx.Client(
-            base_url=settings.url.rstrip("/"), timeout=settings.timeout_s, headers=_auth_headers(settings),
+            base_url=settings.url.rstrip("/"), timeout=settings.timeout_s, headers={**(headers or {}), **_auth_headers(settings)},
             auth=_basic_auth(settings), verify=_tls(settings), transport=transport, follow_redirects=True,
         )
 
@@ -50,22 +52,30 @@ class HttpClient:
         self.close()
 
     def get_json(self, path: str, params: dict | None = None):
-        with self.stream(path, params) as response:
-            response.read()
+        with self.stream(path, params, preload=True) as response:
+            pass
         try:
             return response.json()
         except ValueError:
             raise ConnectorError(f"{self.connector}: {path} did not return JSON", response.status_code) from None
 
     @contextmanager
-    def stream(self, path: str, params: dict | None = None) -> Iterator[httpx.Response]:
-        """GET with retries; yields the open (streaming) response of the first success."""
+    def stream(self, path: str, params: dict | None = None, *, preload: bool = False) -> Iterator[httpx.Response]:
+        """GET with retries; yields the open (streaming) response of the first success. `preload` reads the whole
+        body first, so a body cut short is retried too; otherwise a failure while the caller reads is not retried
+        (it has consumed part of the body) and raises ConnectorError."""
         attempt = 0
         while True:
             try:
                 with self._client.stream("GET", path, params=params) as response:
                     if response.status_code < 400:
-                        yield response
+                        if preload:
+                            response.read()
+                        try:
+                            yield response
+                        except httpx.TransportError as e:
+                            raise ConnectorError(f"{self.connector}: {path}: answer cut short while reading "
+                                                 f"({type(e).__name__})") from None
                         return
                     response.read()
                     if response.status_code not in _TRANSIENT_STATUS or attempt >= self.settings.retries:
@@ -78,7 +88,7 @@ class HttpClient:
                 reason = "timeout"
             except httpx.TransportError as e:
                 if attempt >= self.settings.retries:
-                    raise ConnectorError(f"{self.connector}: cannot reach {self.settings.url}: {type(e).__name__} "
+                    raise ConnectorError(f"{self.connector}: cannot reach {public_url(self.settings.url)}: {type(e).__name__} "
                                          f"({attempt + 1} tries)") from None
                 reason = type(e).__name__
             delay = min(self.settings.backoff_s * 2 ** attempt, _MAX_BACKOFF_S)
@@ -89,6 +99,12 @@ class HttpClient:
     def _status_reason(self, path: str, response: httpx.Response) -> str:
         body = response.text.strip().replace("\n", " ")[:200]
         return f"{self.connector}: HTTP {response.status_code} from {path}" + (f": {body}" if body else "")
+
+
+def public_url(url: str) -> str:
+    """The URL without user:password@ (what may appear in reports, locators and logs)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])) if "@" in parts.netloc else url
 
 
 def _secret(value: str, env: str) -> str:

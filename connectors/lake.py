@@ -32,32 +32,21 @@ class Lake:
         return self.fs.unstrip_protocol(self.partition_path(table, day, key))
 
     def write(self, table: str, day: str, key: str, batches: Iterable[pa.RecordBatch] | pa.Table, schema: pa.Schema) -> int:
-        """Replace one attempt's partition of `table` with `batches` (streamed); return the row count."""
+        """Replace one attempt's partition of `table` with `batches` (streamed); return the row count. Files are
+        written directly (pyarrow's write_dataset costs ~80 ms of set-up per call, more than most partitions take);
+        a partition with no rows still gets one empty file, so readers see its schema."""
         path = self.partition_path(table, day, key)
         if self.fs.exists(path):
-            # delete first: a re-land with zero rows must not leave the old files behind
+            # delete first: a re-land with fewer files must not leave the old ones behind
             self.fs.rm(path, recursive=True)
-        counter = _Counter()
-        source = batches if isinstance(batches, pa.Table) else pa.RecordBatchReader.from_batches(schema, counter.wrap(batches))
-        ds.write_dataset(
-            source,
-            path,
-            format="parquet",
-            file_options=_parquet_options(schema),
-            filesystem=self.fs,
-            basename_template="part-{i}.parquet",
-            existing_data_behavior="delete_matching",
-            max_rows_per_file=4_000_000,
-            max_rows_per_group=256 * 1024,
-            min_rows_per_group=64 * 1024,
-            create_dir=True,
-        )
-        rows = source.num_rows if isinstance(source, pa.Table) else counter.rows
-        if rows == 0:
-            # write_dataset writes no file for no rows; readers still need the partition and its schema
-            self.fs.makedirs(path, exist_ok=True)
-            with self.fs.open(posixpath.join(path, "part-0.parquet"), "wb") as f:
-                pq.write_table(schema.empty_table(), f)
+        self.fs.makedirs(path, exist_ok=True)
+        if isinstance(batches, pa.Table):
+            schema, batches = batches.schema, batches.to_batches(max_chunksize=_ROWS_PER_GROUP)
+        rows = 0
+        with _PartitionWriter(self.fs, path, schema) as writer:
+            for batch in batches:
+                writer.write(batch)
+                rows += batch.num_rows
         return rows
 
     def files(self, table: str, day: str, key: str) -> list[str]:
@@ -78,17 +67,45 @@ class Lake:
 
 # Free text never repeats: dictionary-encoding it only costs time.
 _FREE_TEXT = {"raw", "message", "msg", "text", "fields", "summary", "locator"}
+_ROWS_PER_GROUP = 256 * 1024
+_ROWS_PER_FILE = 4_000_000
 
 
-def _parquet_options(schema: pa.Schema):
-    dictionary = [f.name for f in schema if f.name not in _FREE_TEXT]
-    return ds.ParquetFileFormat().make_write_options(compression="zstd", compression_level=1, use_dictionary=dictionary)
+class _PartitionWriter:
+    """part-0.parquet, part-1.parquet, ... of one partition, a new file every _ROWS_PER_FILE rows."""
 
+    def __init__(self, fs, folder: str, schema: pa.Schema):
+        self.fs, self.folder, self.schema = fs, folder, schema
+        self.files = 0
+        self.file_rows = 0
+        self._sink = self._writer = None
 
-class _Counter:
-    rows = 0
+    def _open(self) -> None:
+        self.close()
+        self._sink = self.fs.open(posixpath.join(self.folder, f"part-{self.files}.parquet"), "wb")
+        self._writer = pq.ParquetWriter(
+            self._sink, self.schema, compression="zstd", compression_level=1,
+            use_dictionary=[f.name for f in self.schema if f.name not in _FREE_TEXT],
+        )
+        self.files += 1
+        self.file_rows = 0
 
-    def wrap(self, batches):
-        for b in batches:
-            self.rows += b.num_rows
-            yield b
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._writer is None or self.file_rows >= _ROWS_PER_FILE:
+            self._open()
+        self._writer.write_batch(batch, row_group_size=_ROWS_PER_GROUP)
+        self.file_rows += batch.num_rows
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = self._sink = None
+
+    def __enter__(self) -> "_PartitionWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.files == 0:
+            self._open()  # an empty partition still carries its schema
+        self.close()

@@ -20,8 +20,9 @@ from firstfault.errors import BadInput
 SOURCE_GROUP = "firstfault.sources"
 SCHEDULER_GROUP = "firstfault.schedulers"
 # Built-ins are found the same way as plug-ins: a module with `from_config(config)`.
-BUILTIN_SOURCES: tuple[str, ...] = ()
-BUILTIN_SCHEDULERS: tuple[str, ...] = ()
+BUILTIN_SOURCES: tuple[str, ...] = ("firstfault.connectors.loki", "firstfault.connectors.k8s_logs", "firstfault.connectors.prometheus",
+                                   "firstfault.connectors.k8s_status")
+BUILTIN_SCHEDULERS: tuple[str, ...] = ("firstfault.connectors.kueue", "firstfault.connectors.slurm")
 
 
 def source_connectors(config: Config) -> list[SourceConnector]:
@@ -41,7 +42,12 @@ def _connectors(config: Config, builtins: tuple[str, ...], group: str, kind: typ
             raise BadInput(f"entry point {ep.name} ({ep.value})", group, f"cannot be loaded: {type(e).__name__}: {e}") from None
     out = []
     for where, factory in factories:
-        connector = factory(config)
+        try:
+            connector = factory(config)
+        except BadInput:
+            raise
+        except Exception as e:  # settings a connector cannot start from ([plugins.NAME] keys missing, wrong types)
+            raise BadInput(where, "from_config", f"failed: {type(e).__name__}: {e}") from None
         if connector is None:
             continue
         if not isinstance(connector, kind):

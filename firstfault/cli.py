@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print the verdicts as JSON lines")
     demo.add_argument("--fleet", type=int, default=20, metavar="N",
                       help="also simulate and attribute N fleet attempts under DIR/fleet and score them (0: none)")
+    _add_output_flag(demo)
     demo.set_defaults(handler=_demo)
 
     attribute = sub.add_parser("attribute", help="attribute one workload attempt")
@@ -55,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     attribute.add_argument("--config", help="firstfault.toml (its [rules] and [patterns] dirs add site rules and patterns)")
     attribute.add_argument("--prefect", choices=("auto", "always", "never"), default="auto",
                            help="run as a Prefect flow: auto = when PREFECT_API_URL is set")
+    _add_output_flag(attribute)
     attribute.set_defaults(handler=_attribute)
 
     sql = sub.add_parser("sql", help="read-only SQL over the warehouse")
@@ -77,7 +79,16 @@ def _parser() -> argparse.ArgumentParser:
     nightly.add_argument("--prefect", choices=("auto", "always", "never"), default="auto",
                          help="run as a Prefect flow: auto = when PREFECT_API_URL is set or --runner dask")
     nightly.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_output_flag(nightly)
     nightly.set_defaults(handler=_nightly)
+
+    api = sub.add_parser("api", help="serve attribution over HTTP (POST /v1/attribute, GET /v1/attempts/ID, GET /healthz)")
+    api.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    api.add_argument("--port", type=int, default=8080, help="port to listen on (0: any free port)")
+    api.add_argument("--config", help="firstfault.toml (schedulers, plug-ins, rules, patterns)")
+    api.add_argument("--warehouse", help="DuckDB file (default from the config)")
+    api.add_argument("--lake", help="lake root URL (default from the config)")
+    api.set_defaults(handler=_api)
 
     serve = sub.add_parser("serve", help="serve the nightly run as a scheduled Prefect deployment (needs a Prefect server)")
     serve.add_argument("--config", help="firstfault.toml ([schedule] cron, [catalog] paths, ...)")
@@ -132,6 +143,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_output_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--output", action="append", default=[], metavar="KIND:PATH",
+                         help="also write the verdicts to sqlite:PATH (upserted) or jsonl:PATH (appended); repeatable")
+
+
+def _api(args) -> int:
+    from firstfault.api import serve
+    from firstfault.config import resolve_config
+
+    if not 0 <= args.port <= 65535:
+        raise BadInput("--port", "port", "must be between 0 and 65535")
+    serve(resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse), host=args.host, port=args.port)
+    return 0
+
+
 def _fleet_rebuild(args) -> int:
     from pathlib import Path
 
@@ -181,7 +207,9 @@ def _rules_lint(args) -> int:
 
 def _attribute(args) -> int:
     from firstfault.config import resolve_config
+    from firstfault.outputs import parse_outputs
 
+    outputs = parse_outputs(args.output)
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
     specs = [args.static] if args.static else _scheduler_specs(args, config)
     use_prefect = args.prefect == "always" or (args.prefect == "auto" and os.environ.get("PREFECT_API_URL"))
@@ -196,29 +224,33 @@ def _attribute(args) -> int:
         contexts = [load_static_context(p) for p in specs]
         run_static(contexts, config)
         attempt_ids = [c.attempt_id for c in contexts]
-    _print_verdicts(config.warehouse.path, attempt_ids, as_json=args.json, single=len(attempt_ids) == 1)
+    _print_verdicts(config.warehouse.path, attempt_ids, as_json=args.json, single=len(attempt_ids) == 1, outputs=outputs)
     return 0
 
 
 def _scheduler_specs(args, config) -> list[str]:
-    """Resolve a scheduler id to its attempts and keep each as a static context in the lake (their spec paths)."""
+    kind = "scheduler" if args.scheduler else "slurm" if args.slurm else "kueue"
+    return scheduler_specs(config, kind, getattr(args, kind), f"--{kind}")
+
+
+def scheduler_specs(config, kind: str, value: str, where: str) -> list[str]:
+    """Resolve a scheduler id to its attempts and keep each as a static context in the lake (their spec paths).
+    `kind` is `slurm` / `kueue` (value: their id) or `scheduler` (value: NAME:REF); `where` names the flag or the
+    request in errors. Shared by `attribute` and the HTTP API (firstfault/api.py)."""
     from firstfault.connectors.base import save_context
     from firstfault.connectors.lake import Lake
     from firstfault.connectors.registry import scheduler_connectors
 
-    if args.scheduler:
-        name, _, ref = args.scheduler.partition(":")
-        flag = "--scheduler"
-    else:
-        name, ref = ("slurm", args.slurm) if args.slurm else ("kueue", args.kueue)
-        flag = f"--{name}"
+    name, ref = value.partition(":")[::2] if kind == "scheduler" else (kind, value)
+    if not name or not ref:
+        raise BadInput(where, kind, f"{value!r}: expected {'NAME:REF' if kind == 'scheduler' else 'a scheduler id'}")
     connectors = scheduler_connectors(config)
     if name not in connectors:
         known = ", ".join(sorted(connectors)) or "none"
-        raise BadInput(flag, name, f"no {name!r} scheduler connector is enabled (enabled: {known}); see firstfault.toml [{name}]")
+        raise BadInput(where, kind, f"no {name!r} scheduler connector is enabled (enabled: {known}); see firstfault.toml [{name}]")
     contexts = connectors[name].resolve(ref)
     if not contexts:
-        raise BadInput(flag, name, f"{ref!r}: no attempt found")
+        raise BadInput(where, kind, f"{ref!r}: no attempt found")
     lake = Lake(config.lake.root, config.lake.storage_options())
     return [save_context(lake, ctx) for ctx in contexts]
 
@@ -253,9 +285,11 @@ def _evaluate(args) -> int:
 
 def _demo(args) -> int:
     from firstfault.demo import run_demo
+    from firstfault.outputs import parse_outputs
 
+    outputs = parse_outputs(args.output)
     warehouse, attempt_ids = run_demo(args.dir, fleet=max(0, args.fleet))
-    _print_verdicts(warehouse, attempt_ids, as_json=args.json, single=False)
+    _print_verdicts(warehouse, attempt_ids, as_json=args.json, single=False, outputs=outputs)
     if args.fleet > 0 and not args.json:
         from pathlib import Path
 
@@ -268,21 +302,19 @@ def _demo(args) -> int:
     return 0
 
 
-def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, single: bool) -> None:
-    from firstfault.verdict import load_verdicts, render
-    from firstfault.warehouse.store import connect_reader
+def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, single: bool, outputs=()) -> None:
+    """Print the stored verdicts of `attempt_ids` and write them to every `--output` target."""
+    from firstfault.outputs import stored_verdicts, verdict_json, write_outputs
+    from firstfault.verdict import render
 
-    con = connect_reader(warehouse)
-    try:
-        verdicts = load_verdicts(con, attempt_ids)
-    finally:
-        con.close()
+    verdicts = stored_verdicts(warehouse, attempt_ids)
+    write_outputs(outputs, verdicts)
     if as_json:
         if single:
             print(json.dumps(verdicts[0], indent=2, default=str))
         else:
             for v in verdicts:
-                print(json.dumps(v, default=str))
+                print(verdict_json(v))
     else:
         print(render(verdicts))
 
@@ -290,7 +322,9 @@ def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, si
 def _nightly(args) -> int:
     from firstfault.config import resolve_config
     from firstfault.nightly import parse_run_date, render_summary
+    from firstfault.outputs import parse_outputs, stored_verdicts, write_outputs
 
+    outputs = parse_outputs(args.output)
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
     run_date = parse_run_date(args.date).isoformat()
     if args.shards < 0:
@@ -307,6 +341,8 @@ def _nightly(args) -> int:
         from firstfault.nightly import run_nightly
 
         summary = run_nightly(config, run_date, args.catalog, args.force, args.shards)
+    if outputs:
+        write_outputs(outputs, stored_verdicts(config.warehouse.path, summary["attempt_ids"]))
     print(json.dumps(summary, default=str) if args.json else render_summary(summary))
     return 0
 

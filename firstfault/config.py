@@ -122,6 +122,59 @@ class KubernetesSettings(RemoteSettings):
 
 
 @dataclass(frozen=True)
+class KueueSettings:
+    """The Kueue scheduler connector (connectors/kueue.py): from captured `kubectl get ... -o json` documents when
+    `documents` names a folder, else from the API of [kubernetes] when its `url` is set."""
+    documents: str = ""               # folder of captured Workload/JobSet/Job/Pod/Node documents (relative: to the working directory)
+    cluster: str = "default"          # the `cluster` part of attempt ids
+    namespaces: tuple[str, ...] = ()  # where `discover` (nightly) looks for Workloads; empty = every namespace
+
+
+@dataclass(frozen=True)
+class LokiSettings(RemoteSettings):
+    """Loki (`url` = http://LOKI:3100): the logs of an attempt's nodes over its window (connectors/loki.py)."""
+    node_label: str = "host"      # the stream label that names the node
+    # source name -> LogQL stream selector without the node matcher, e.g. {syslog = '{job="syslog"}'}
+    streams: dict = field(default_factory=dict)
+    limit: int = 5000             # entries per request; at most the server's max_entries_limit_per_query
+    lookback_s: float = 1800.0    # fetched this long before the attempt's start ...
+    grace_s: float = 300.0        # ... and after its end
+    org_id: str = ""              # X-Scope-OrgID of a multi-tenant Loki
+
+
+@dataclass(frozen=True)
+class PrometheusSettings(RemoteSettings):
+    """Prometheus (`url` = http://PROMETHEUS:9090): DCGM and InfiniBand series of an attempt's nodes over its window,
+    staged as metrics CSV (connectors/prometheus.py)."""
+    host_label: str = "instance"      # the label naming the node where a query says `{nodes}` (`{nodes:LABEL}` names another)
+    host_regex: str = r"^([^:]+)"     # its first group is the node name (default: the label value without `:9100`)
+    # metric name -> PromQL with a `{nodes}` matcher; merged over the built-in DCGM/InfiniBand queries, "" drops one
+    queries: dict = field(default_factory=dict)
+    step_s: float = 0.0               # query resolution; 0 = from the window (<= 11,000 points, >= scrape_interval_s)
+    scrape_interval_s: float = 15.0   # no finer step than the exporters are scraped at
+    lookback_s: float = 1800.0        # fetched this long before the attempt's start (counters need a baseline) ...
+    grace_s: float = 300.0            # ... and after its end
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """The Slurm scheduler connector (connectors/slurm.py): `attribute --slurm` and nightly discovery through `sacct`
+    (and `scontrol`, for the output files of jobs the controller still holds). Off unless `enabled`."""
+    enabled: bool = False     # a Slurm client on PATH alone never turns it on (nightly runs would start querying sacct)
+    sacct: str = "sacct"      # command name or path
+    scontrol: str = "scontrol"
+    cluster: str = ""         # `sacct -M CLUSTER` (empty = the local cluster)
+    timeout_s: float = 60.0   # per sacct/scontrol call
+    json: bool = False        # read `sacct --json` instead of --parsable2 (exit codes still from text on 21.08-22.05)
+    partitions: tuple[str, ...] = ()  # nightly discovery only in these partitions (empty = all)
+    # source -> path template with {job_id} {job_id_raw} {job_name} {cluster} {user} {attempt} {workdir}; {node} stays
+    logs: dict = field(default_factory=dict)
+    gpus_per_node: int = 8    # when accounting records no gres/gpu TRES (AccountingStorageTRES without gres/gpu)
+    gpu_model: str = ""       # ... and no GPU type
+    timezone: str = "UTC"     # zone of job-output stamps without one (Slurm prints the cluster's local time)
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeSettings = field(default_factory=LakeSettings)
     warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
@@ -133,13 +186,18 @@ class Config:
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    kueue: KueueSettings = field(default_factory=KueueSettings)
+    loki: LokiSettings = field(default_factory=LokiSettings)
+    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
     plugins: dict = field(default_factory=dict)  # [plugins.NAME] tables, handed as they are to plug-in connectors
 
 
 SECTIONS = {
     "lake": LakeSettings, "warehouse": WarehouseSettings, "attribution": Attribution, "landing": Landing,
     "rules": RuleSettings, "patterns": PatternSettings, "catalog": CatalogSettings, "schedule": ScheduleSettings,
-    "fleet": FleetSettings, "kubernetes": KubernetesSettings,
+    "fleet": FleetSettings, "kubernetes": KubernetesSettings, "kueue": KueueSettings, "loki": LokiSettings,
+    "prometheus": PrometheusSettings, "slurm": SlurmSettings,
 }
 
 

@@ -11,9 +11,10 @@ import json
 import logging
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 from datetime import timezone
 
 import fsspec
@@ -69,21 +70,82 @@ class LandingResult:
 
 def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], settings: Landing = Landing(),
                  sources: Sequence[SourceConnector] = ()) -> LandingResult:
+    return land_attempts([ctx], lake, patterns, settings, sources)[0]
+
+
+@dataclass
+class _LogsLanded:
+    """One attempt between its two landing phases: logs written, candidate lines kept for extraction."""
+    ctx: AttemptContext
+    result: LandingResult
+    files: list[LogFile]
+    candidates: list[pl.DataFrame]
+
+
+def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pattern], settings: Landing = Landing(),
+                  sources: Sequence[SourceConnector] = (),
+                  on_error: Callable[[AttemptContext, Exception], None] | None = None) -> list[LandingResult]:
+    """Land several attempts: logs attempt by attempt, then the events of all of them in one extraction (its cost
+    is mostly per call, not per line), then the rest of each attempt. An attempt that fails is handed to
+    `on_error` and left out of the results; without `on_error` the error propagates."""
+    def isolate(ctx: AttemptContext, step: Callable[[], Any]) -> Any:
+        if on_error is None:
+            return step()
+        try:
+            return step()
+        except Exception as e:  # noqa: BLE001 - one attempt's corrupt input never sinks the others
+            on_error(ctx, e)
+            return None
+
+    triggers = sorted(set(trigger_literals(patterns)) | set(MULTILINE_TRIGGERS))
+    landed = [x for ctx in ctxs if (x := isolate(ctx, lambda: _land_logs(ctx, lake, triggers, settings, sources))) is not None]
+    extracted = _extract_together(landed, patterns, isolate)
+    results = []
+    for item in landed:
+        if item.ctx.attempt_id in extracted and isolate(item.ctx, lambda: _land_rest(item, extracted[item.ctx.attempt_id], lake)):
+            results.append(item.result)
+    return results
+
+
+def _land_logs(ctx: AttemptContext, lake: Lake, triggers: list[str], settings: Landing, sources) -> _LogsLanded:
     result = LandingResult(ctx.attempt_id)
     ctx = _stage_sources(ctx, lake, sources, result)
     files, missing = resolve_logs(ctx)
     for m in missing:
         result.reports.append(_report(ctx, "local_files", m.source, m.pattern, "missing", 0, m.reason))
-    triggers = sorted(set(trigger_literals(patterns)) | set(MULTILINE_TRIGGERS))
     candidates: list[pl.DataFrame] = []
+    result.log_rows = lake.write("logs", ctx.day, ctx.attempt_key, _land_files(ctx, files, triggers, candidates, settings, result),
+                                 LOGS_SCHEMA)
+    return _LogsLanded(ctx, result, files, candidates)
 
-    def log_batches():
-        for index, log_file in enumerate(files):
-            yield from _land_file(ctx, index, log_file, triggers, candidates, settings, result)
 
-    result.log_rows = lake.write("logs", ctx.day, ctx.attempt_key, log_batches(), LOGS_SCHEMA)
+def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolate) -> dict[str, pl.DataFrame]:
+    """Single-line and multi-line events of every attempt's candidate lines, by attempt id. When the joint pass
+    fails, each attempt is extracted alone, so only the attempt that breaks it fails."""
+    def extract(items: list[_LogsLanded]) -> dict[str, pl.DataFrame]:
+        frames = [c for item in items for c in item.candidates]
+        lines = pl.concat(frames, how="vertical_relaxed").lazy() if frames else pl.LazyFrame(schema=LINE_SCHEMA)
+        events = extract_events(lines, patterns).collect()
+        by_attempt = events.partition_by("attempt_id", as_dict=True, include_key=True) if events.height else {}
+        return {item.ctx.attempt_id: by_attempt.get((item.ctx.attempt_id,), events.clear()) for item in items}
+
+    if len(landed) > 1:
+        try:
+            return extract(landed)
+        except Exception:  # noqa: BLE001 - find the attempt that breaks it below
+            pass
+    out: dict[str, pl.DataFrame] = {}
+    for item in landed:
+        one = isolate(item.ctx, lambda: extract([item]))
+        if one is not None:
+            out.update(one)
+    return out
+
+
+def _land_rest(item: _LogsLanded, extracted: pl.DataFrame, lake: Lake) -> bool:
+    ctx, result, files = item.ctx, item.result, item.files
     metrics = _land_metrics(ctx, result)
-    events = _events(ctx, candidates, patterns, metrics, {f.uri: f.origin for f in files if f.origin})
+    events = _events(ctx, extracted, metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
     if fr_events.height:
         events = pl.concat([events, conform_events(fr_events.lazy()).collect()], how="vertical_relaxed")
@@ -92,7 +154,7 @@ def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], setti
     result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
     lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx), CONTEXT_SCHEMA)
     lake.write("inputs", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, REPORT_SCHEMA), REPORT_SCHEMA)
-    return result
+    return True
 
 
 def _stage_sources(ctx: AttemptContext, lake: Lake, sources: Sequence[SourceConnector], result: LandingResult) -> AttemptContext:
@@ -125,54 +187,132 @@ def input_bytes(ctx: AttemptContext) -> int:
     return total
 
 
-def _land_file(ctx, index: int, log_file: LogFile, triggers, candidates, settings: Landing, result: LandingResult):
-    stats = LineStats()
-    rows = 0
-    clock = FileClock(boot_time=dict(ctx.boot_times).get(log_file.node))
-    status, reason = "ok", None
+@dataclass
+class _Piece:
+    """One read of one file: a chunk of whole lines (or the error that ended the file)."""
+    index: int
+    file: LogFile
+    chunk: bytes = b""
+    first_line: int = 1
+    cut_bytes: int = 0
+    first: bool = False
+    last: bool = False
+    error: str | None = None
+
+
+@dataclass
+class _FileState:
+    clock: FileClock
+    stats: LineStats = field(default_factory=LineStats)
+    rows: int = 0
+    status: str = "ok"
+    reason: str | None = None
+
+
+def _land_files(ctx, files: list[LogFile], triggers, candidates, settings: Landing, result: LandingResult):
+    """Yield the `logs` batches of every file, keep their candidate lines and report each file. Small files are
+    normalised together in one frame (a polars plan costs ~15 ms to run whatever its size: most of it compiling
+    regexes), big ones batch by batch; either way each file keeps its own clock, line numbers and report."""
     trigger_regex = _literal_alternation(triggers)
-    try:
-        for n, (frame, batch_stats) in enumerate(_prepared_batches(ctx, index, log_file, trigger_regex, settings)):
-            stats.add(batch_stats)
-            if n == 0 and batch_stats.lines and (batch_stats.binary + batch_stats.malformed) / batch_stats.lines > _BINARY_SHARE:
-                status, reason = "skipped", "binary content, not a text log"
-                break
-            frame, clock = anchor_file_clock(frame, clock)
-            if frame.height == 0:
-                continue
-            rows += frame.height
-            candidates.append(frame.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS))
-            yield from frame.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches()
-    except (OSError, EOFError, ValueError) as e:  # unreadable or corrupt (e.g. a truncated .gz): report, keep going
-        status, reason = "error", f"{type(e).__name__}: {e}"
-        log.warning("cannot read %s: %s", log_file.uri, reason)
-    if status == "ok" and rows == 0:
+    states: dict[int, _FileState] = {}
+    for unit, (frame, piece_stats) in _prepared_units(ctx, files, trigger_regex, settings):
+        parts = frame.partition_by("_piece", as_dict=True, maintain_order=True, include_key=False) if frame.height else {}
+        for position, (piece, stats) in enumerate(zip(unit, piece_stats)):
+            state = states.setdefault(piece.index, _FileState(FileClock(boot_time=dict(ctx.boot_times).get(piece.file.node))))
+            if piece.error is not None:
+                if state.status == "ok":
+                    state.status, state.reason = "error", piece.error
+                    log.warning("cannot read %s: %s", piece.file.uri, piece.error)
+            elif state.status == "ok":
+                state.stats.add(stats)
+                if piece.first and stats.lines and (stats.binary + stats.malformed) / stats.lines > _BINARY_SHARE:
+                    state.status, state.reason = "skipped", "binary content, not a text log"
+                else:
+                    part = parts.get((position,))
+                    if part is not None and part.height:
+                        part, state.clock = anchor_file_clock(part, state.clock)
+                        state.rows += part.height
+                        candidates.append(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS))
+                        yield from part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches()
+            if piece.last:
+                result.reports.append(_file_report(ctx, piece.file, state))
+
+
+def _file_report(ctx, log_file: LogFile, state: _FileState) -> dict:
+    status, reason = state.status, state.reason
+    if status == "ok" and state.rows == 0:
         status, reason = "empty", "no lines"
+    stats = state.stats
     notes = [f"{k} lines {v}" for k, v in (("malformed", stats.malformed), ("binary", stats.binary), ("truncated", stats.truncated)) if v]
     if notes and status == "ok":
         reason = "; ".join(notes)
-    result.reports.append(
-        _report(ctx, "local_files", log_file.source, log_file.uri, status, rows, reason, _safe_fingerprint(log_file.uri), stats)
-    )
+    return _report(ctx, "local_files", log_file.source, log_file.uri, status, state.rows, reason, _safe_fingerprint(log_file.uri), stats)
 
 
-def _prepared_batches(ctx, index: int, log_file: LogFile, trigger_regex: str, settings: Landing):
-    """Split and normalise the batches of one file, two at a time: polars releases the GIL, so the next batch is
-    prepared on the other core while this one is written. At most two batches are in flight (bounded memory)."""
-    in_flight: deque[Future] = deque()
+def _pieces(files: list[LogFile], settings: Landing):
+    """Every file's chunks in order, the first and last of each marked; a file that cannot be read (or turns out
+    corrupt, e.g. a truncated .gz) ends with an error piece after what could be read."""
+    for index, log_file in enumerate(files):
+        previous: _Piece | None = None
+        try:
+            for chunk, first_line, cut_bytes in read_batches(log_file.uri, settings.batch_bytes, settings.max_line_bytes):
+                if previous is not None:
+                    yield previous
+                previous = _Piece(index, log_file, chunk, first_line, cut_bytes, first=previous is None)
+        except (OSError, EOFError, ValueError) as e:
+            if previous is not None:
+                yield previous
+            yield _Piece(index, log_file, last=True, error=f"{type(e).__name__}: {e}")
+            continue
+        if previous is None:
+            yield _Piece(index, log_file, first=True, last=True)
+        else:
+            previous.last = True
+            yield previous
+
+
+def _units(files: list[LogFile], settings: Landing):
+    """Group consecutive pieces into units of at most batch_bytes (a big file's batch is a unit of its own)."""
+    unit: list[_Piece] = []
+    size = 0
+    for piece in _pieces(files, settings):
+        if unit and size + len(piece.chunk) > settings.batch_bytes:
+            yield unit
+            unit, size = [], 0
+        unit.append(piece)
+        size += len(piece.chunk)
+    if unit:
+        yield unit
+
+
+def _prepared_units(ctx, files: list[LogFile], trigger_regex: str, settings: Landing):
+    """Split and normalise the units, two at a time: polars releases the GIL, so the next unit is prepared on
+    the other core while this one is written. At most two units are in flight (bounded memory)."""
+    in_flight: deque[tuple[list[_Piece], Future]] = deque()
     with ThreadPoolExecutor(max_workers=_PREPARE_THREADS) as pool:
-        for chunk, first_line, cut_bytes in read_batches(log_file.uri, settings.batch_bytes, settings.max_line_bytes):
-            in_flight.append(pool.submit(_prepare, ctx, index, log_file, chunk, first_line, cut_bytes, trigger_regex, settings))
+        for unit in _units(files, settings):
+            in_flight.append((unit, pool.submit(_prepare, ctx, unit, trigger_regex, settings)))
             if len(in_flight) >= _PREPARE_THREADS:
-                yield in_flight.popleft().result()
+                unit, future = in_flight.popleft()
+                yield unit, future.result()
         while in_flight:
-            yield in_flight.popleft().result()
+            unit, future = in_flight.popleft()
+            yield unit, future.result()
 
 
-def _prepare(ctx, index, log_file, chunk, first_line, cut_bytes, trigger_regex, settings: Landing):
-    lines, stats = split_lines(chunk, first_line, settings.max_line_bytes)
-    stats.truncated += bool(cut_bytes) and not stats.truncated
-    frame = _normalize(ctx, index, log_file, lines).with_columns(_candidate=pl.col("msg").str.contains(trigger_regex))
+def _prepare(ctx, unit: list[_Piece], trigger_regex: str, settings: Landing) -> tuple[pl.DataFrame, list[LineStats]]:
+    frames, stats = [], []
+    for position, piece in enumerate(unit):
+        if piece.error is not None or not piece.chunk:
+            stats.append(LineStats())
+            continue
+        lines, piece_stats = split_lines(piece.chunk, piece.first_line, settings.max_line_bytes)
+        piece_stats.truncated += bool(piece.cut_bytes) and not piece_stats.truncated
+        stats.append(piece_stats)
+        frames.append(_with_file_columns(lines, piece.index, piece.file).with_columns(_piece=pl.lit(position, pl.Int32)))
+    if not frames:
+        return pl.DataFrame(), stats
+    frame = _normalize(ctx, pl.concat(frames, how="vertical")).with_columns(_candidate=pl.col("msg").str.contains(trigger_regex))
     return frame.collect(), stats
 
 
@@ -181,7 +321,16 @@ def _literal_alternation(literals) -> str:
     return "|".join(re.escape(t) for t in sorted(literals, key=len, reverse=True))
 
 
-def _normalize(ctx: AttemptContext, index: int, log_file: LogFile, lines: pl.DataFrame) -> pl.LazyFrame:
+def _with_file_columns(lines: pl.DataFrame, index: int, log_file: LogFile) -> pl.DataFrame:
+    """What normalisation needs to know of the file a line comes from, as columns (files are normalised together)."""
+    return lines.with_columns(
+        source=pl.lit(log_file.source), uri=pl.lit(log_file.uri), file_index=pl.lit(index, pl.Int32),
+        _file_node=pl.lit(log_file.node, pl.String), _file_rank=pl.lit(log_file.rank, pl.Int32),
+        _label=pl.lit(log_file.label, pl.String),
+    )
+
+
+def _normalize(ctx: AttemptContext, lines: pl.DataFrame) -> pl.LazyFrame:
     window_end = ctx.end or ctx.start
     lf = strip_decorations(lines.lazy())
     lf = parse_timestamps(
@@ -189,19 +338,15 @@ def _normalize(ctx: AttemptContext, index: int, log_file: LogFile, lines: pl.Dat
         window_end=window_end.astimezone(timezone.utc).replace(tzinfo=None),
     )
     lf = place_lines(
-        lf, nodes=ctx.nodes, rank_map=ctx.rank_map(), file_node=log_file.node, file_rank=log_file.rank, label_mode=log_file.label
+        lf, nodes=ctx.nodes, rank_map=ctx.rank_map(), file_node=pl.col("_file_node"), file_rank=pl.col("_file_rank"),
+        label_mode=pl.col("_label"),
     )
-    return lf.with_columns(
-        attempt_id=pl.lit(ctx.attempt_id), source=pl.lit(log_file.source), uri=pl.lit(log_file.uri),
-        file_index=pl.lit(index, pl.Int32),
-    )
+    return lf.with_columns(attempt_id=pl.lit(ctx.attempt_id)).drop("_file_node", "_file_rank", "_label")
 
 
-def _events(ctx: AttemptContext, candidates: list[pl.DataFrame], patterns: list[Pattern], metrics: pa.Table | None = None,
+def _events(ctx: AttemptContext, extracted: pl.DataFrame, metrics: pa.Table | None = None,
             origins: dict[str, str] | None = None) -> pl.DataFrame:
-    lines = pl.concat(candidates, how="vertical_relaxed").lazy() if candidates else pl.LazyFrame(schema=LINE_SCHEMA)
-    events = extract_events(lines, patterns)
-    events = resolve_peers(events, ctx.nodes, ctx.addresses)
+    events = resolve_peers(extracted.lazy(), ctx.nodes, ctx.addresses)
     if origins:
         events = _staged_locators(events, origins)
     if metrics is not None and metrics.num_rows:  # metric anomalies are events too (transforms/metric_events.py)
@@ -309,6 +454,6 @@ def events_from_lines(lines: list[str], source: str = "applog", *, node: str | N
     )
     log_file = LogFile(source, "mem://lines", node, None, "rank", "<lines>")
     frame, _ = split_lines(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"), 1, Landing().max_line_bytes)
-    frame, _ = anchor_file_clock(_normalize(ctx, 0, log_file, frame).collect(), FileClock())
+    frame, _ = anchor_file_clock(_normalize(ctx, _with_file_columns(frame, 0, log_file)).collect(), FileClock())
     events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
     return resolve_peers(events, ctx.nodes, ctx.addresses).collect()

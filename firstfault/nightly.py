@@ -12,11 +12,13 @@ import importlib
 import importlib.util
 import logging
 import math
+import multiprocessing
 import os
 import posixpath
 import uuid
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 
@@ -184,6 +186,9 @@ def already_done(warehouse: str, candidates: Sequence[Candidate], version: str) 
     return {c.attempt_id for c in candidates if have.get(c.attempt_id) == (version, c.fingerprint)}
 
 
+_ATTEMPTS_PER_SHARD = 250
+
+
 def make_shards(candidates: Sequence[Candidate], shards: int = 0) -> list[list[Candidate]]:
     """Split into at most `shards` shards (0 = automatic), keeping the attempts of one workload together (their
     history then reads the same whatever the shard count) and balancing attempt counts. Deterministic."""
@@ -193,7 +198,9 @@ def make_shards(candidates: Sequence[Candidate], shards: int = 0) -> list[list[C
     if not groups:
         return []
     if shards <= 0:
-        shards = max(os.cpu_count() or 1, math.ceil(len(candidates) / 50))
+        # one DuckDB rule pass per shard costs ~1.5 s whatever its size, so shards are big; a few per core still
+        # balance the cores and bound what one failed shard loses
+        shards = max(os.cpu_count() or 1, math.ceil(len(candidates) / _ATTEMPTS_PER_SHARD))
     n = min(shards, len(groups))
     out: list[list[Candidate]] = [[] for _ in range(n)]
     for key in sorted(groups, key=lambda k: (-len(groups[k]), k)):
@@ -231,14 +238,19 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
     from firstfault.pipeline import attribute, land
 
     failures: list[dict] = []
-    landed = []
+    contexts = []
     for c in candidates:
         try:
-            ctx = load_static_context(c.spec_uri)
-            land([ctx], config)
-            landed.append(ctx)
-        except Exception as e:  # noqa: BLE001 - corrupt input, connector error, malformed spec
+            contexts.append(load_static_context(c.spec_uri))
+        except Exception as e:  # noqa: BLE001 - a spec changed or vanished since discovery
             failures.append(_failure(c.attempt_id, c.spec_uri, "land", _describe(e)))
+
+    def land_failed(ctx, e: Exception) -> None:  # corrupt input, connector error
+        failures.append(_failure(ctx.attempt_id, ctx.spec_uri, "land", _describe(e)))
+
+    # shards already run side by side, so the attempts of one shard are landed in this process
+    landed_ids = {r.attempt_id for r in land(contexts, config, on_error=land_failed, parallel=False)}
+    landed = [ctx for ctx in contexts if ctx.attempt_id in landed_ids]
     fingerprints = {c.attempt_id: c.fingerprint for c in candidates}
     parts = []
     if landed:
@@ -269,7 +281,7 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
                  extra_failures: Sequence[dict] = ()) -> dict:
     """The single writer: every shard's tables into the warehouse in one transaction, the run and its failures
     recorded; then the fleet aggregates (`firstfault.fleet.rebuild`, when that module is installed). Returns the
-    summary (small: counts only)."""
+    summary (counts, failures and the ids of the attempts attributed: `--output` writes their verdicts)."""
     from firstfault.attribution import catalog_path
     from firstfault.warehouse.store import load_attempts
 
@@ -300,6 +312,7 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
         lake.fs.rm(run_folder, recursive=True)
     return {"run_id": plan.run_id, "run_date": plan.run_date, "found": plan.found, "skipped": len(plan.skipped),
             "attributed": attributed, "failed": len(failures), "shards": len(shard_urls), "verdicts": dict(sorted(verdicts.items())),
+            "attempt_ids": sorted(a for p in parts for a in p["attributions"].column("attempt_id").to_pylist()),
             "failures": [{k: f.get(k) for k in ("attempt_id", "spec_uri", "stage", "error")} for f in failures],
             "fleet": fleet, "warehouse": config.warehouse.path}
 
@@ -325,8 +338,29 @@ def run_nightly(config: Config, run_date: str | date | None = None, catalog: str
                 shards: int = 0, flow: str = "nightly") -> dict:
     """The whole night without Prefect: the same functions the flow's tasks call, shards one after the other."""
     plan = prepare(config, run_date, catalog, force, shards)
-    urls = [run_shard(i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)]
-    return load_results(urls, plan, config, flow=flow)
+    urls, failures = _run_shards(plan, config)
+    return load_results(urls, plan, config, flow=flow, extra_failures=failures)
+
+
+# Below this many attempts a second process costs more (interpreter start and imports, ~3 s) than it saves.
+_PARALLEL_MIN_ATTEMPTS = 16
+
+
+def _run_shards(plan: Plan, config: Config) -> tuple[list[str], list[dict]]:
+    """The shards on every core (one process each, spawned: no state leaks between them); a shard whose process
+    dies becomes failure rows for its attempts, the others go on."""
+    workers = min(os.cpu_count() or 1, len(plan.shards))
+    if workers <= 1 or len(plan.todo) < _PARALLEL_MIN_ATTEMPTS:
+        return [run_shard(i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)], []
+    urls, failures = [], []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(run_shard, i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)]
+        for shard, future in zip(plan.shards, futures):
+            try:
+                urls.append(future.result())
+            except Exception as e:  # noqa: BLE001 - a lost worker (out of memory, killed) fails its shard only
+                failures.extend(shard_failure_rows(shard, e))
+    return urls, failures
 
 
 def shard_failure_rows(shard: Sequence[Candidate], error: BaseException | str) -> list[dict]:

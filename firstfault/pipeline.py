@@ -5,8 +5,7 @@ import multiprocessing
 import os
 import uuid
 from concurrent.futures import ProcessPoolExecutor
-from itertools import repeat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +18,7 @@ from firstfault.config import Config
 from firstfault.connectors.lake import Lake
 from firstfault.connectors.registry import source_connectors
 from firstfault.connectors.static_context import AttemptContext
-from firstfault.landing import LandingResult, input_bytes, land_attempt
+from firstfault.landing import LandingResult, input_bytes, land_attempt, land_attempts
 from firstfault.errors import BadInput
 from firstfault.transforms.extract import PatternError, load_patterns
 from firstfault.warehouse.store import load_attempts
@@ -31,21 +30,34 @@ class AttributionTables:
     rules_version: str
 
 
-def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Sequence[Path] | None = None) -> list[LandingResult]:
-    """Land every attempt; big runs use several processes (each attempt is landed whole by one of them).
-    `pattern_dirs` (default: the config's `[patterns] dirs`) are merged after the built-in patterns."""
+def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Sequence[Path] | None = None, *,
+         on_error: Callable[[AttemptContext, Exception], None] | None = None, parallel: bool = True) -> list[LandingResult]:
+    """Land every attempt. Big inputs use several processes (each attempt is landed whole by one of them) unless
+    `parallel` is off (the caller already runs on every core); small ones are landed together, which shares
+    the fixed cost of event extraction. `on_error(ctx, exc)` receives each attempt that fails (then left out);
+    without it the first failure propagates. `pattern_dirs` (default: the config's `[patterns] dirs`) are merged
+    after the built-in patterns."""
     dirs = config.patterns.dirs if pattern_dirs is None else pattern_dirs
     try:
         patterns = load_patterns([Path(d) for d in dirs])
     except PatternError as e:
         raise BadInput(", ".join(map(str, dirs)) or "built-in patterns", "patterns", str(e)) from None
     sources = source_connectors(config)
-    workers = _landing_workers(contexts, config.landing)
+    workers = _landing_workers(contexts, config.landing) if parallel else 1
     if workers <= 1:
         lake = Lake(config.lake.root, config.lake.storage_options())
-        return [land_attempt(ctx, lake, patterns, config.landing, sources) for ctx in contexts]
+        return land_attempts(contexts, lake, patterns, config.landing, sources, on_error)
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_land_one, contexts, repeat(config), repeat(patterns), repeat(sources)))
+        futures = [pool.submit(_land_one, ctx, config, patterns, sources) for ctx in contexts]
+        results = []
+        for ctx, future in zip(contexts, futures):
+            try:
+                results.append(future.result())
+            except Exception as e:
+                if on_error is None:
+                    raise
+                on_error(ctx, e)
+        return results
 
 
 def _land_one(ctx: AttemptContext, config: Config, patterns, sources) -> LandingResult:

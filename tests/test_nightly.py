@@ -124,16 +124,16 @@ def test_a_bad_attempt_is_recorded_and_the_others_attributed(tmp_path, monkeypat
     (catalog / "broken" / "attempt.yaml").write_text("workload_id: broken\nstart: 2026-11-29T01:00:00Z\n")  # no nodes
     (catalog / "garbage.yaml").write_text("{ not: yaml: at all")
 
-    import firstfault.pipeline as pipeline
+    import firstfault.landing as landing
 
-    real_land = pipeline.land
+    real_land = landing._land_logs
 
-    def flaky_land(contexts, config, *a, **kw):
-        if any(c.workload_id == "demo-cuda-oom" for c in contexts):
+    def flaky_land(ctx, *a, **kw):
+        if ctx.workload_id == "demo-cuda-oom":
             raise OSError("connector error: connection reset while reading app/train.log")
-        return real_land(contexts, config, *a, **kw)
+        return real_land(ctx, *a, **kw)
 
-    monkeypatch.setattr(pipeline, "land", flaky_land)
+    monkeypatch.setattr(landing, "_land_logs", flaky_land)
     config = config_for(tmp_path)
     assert main(["nightly", "--date", DAY, "--catalog", str(catalog), "--lake", config.lake.root, "--warehouse",
                  config.warehouse.path, "--prefect", "never"]) == 0
@@ -146,7 +146,7 @@ def test_a_bad_attempt_is_recorded_and_the_others_attributed(tmp_path, monkeypat
     assert stages == [("land", "demo/demo-cuda-oom/0"), ("spec", None), ("spec", None)]
     assert any("nodes" in e for _, s, _, e in failures if s == "spec")
     # the failed attempt is retried next night (it has no warehouse row); the good ones are skipped
-    monkeypatch.setattr(pipeline, "land", real_land)
+    monkeypatch.setattr(landing, "_land_logs", real_land)
     again = run_nightly(config, DAY, str(catalog))
     assert (again["skipped"], again["attributed"], again["failed"]) == (2, 1, 2)
 

@@ -37,6 +37,8 @@ their trigger rows only) and ``str.extract_groups``; the per-pattern captures ar
 
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,12 +243,23 @@ def _parse_entry(entry: Any, where: str) -> Pattern:
 
 
 def load_pattern_file(path: Path) -> list[Pattern]:
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    stat = Path(path).stat()
+    return list(_load_pattern_file(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _load_pattern_file(path: str, mtime_ns: int, size: int) -> tuple[Pattern, ...]:
+    """Parsed and checked once per process and file version: a nightly shard lands attempts one by one, and
+    parsing the YAML and compiling every regex again cost ~0.4 s per attempt."""
+    data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_YAML_LOADER)
     if data is None:
-        return []
+        return ()
     if not isinstance(data, list):
         raise PatternError(f"{path}: a pattern file is a YAML list")
-    return [_parse_entry(e, f"{Path(path).name}[{i}]") for i, e in enumerate(data)]
+    return tuple(_parse_entry(e, f"{Path(path).name}[{i}]") for i, e in enumerate(data))
+
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_patterns(extra_dirs: Sequence[Path] = ()) -> list[Pattern]:

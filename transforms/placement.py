@@ -31,9 +31,9 @@ def place_lines(
     *,
     nodes: Sequence[str],
     rank_map: Sequence[tuple[int, str, int]],
-    file_node: str | None,
-    file_rank: int | None,
-    label_mode: str,
+    file_node: str | None | pl.Expr,
+    file_rank: int | None | pl.Expr,
+    label_mode: str | pl.Expr,
 ) -> pl.LazyFrame:
     """Add `node`, `rank`, `local_rank` from srun labels, `[rankN]:` and NCCL prefixes, the file and the rank map.
 
@@ -44,16 +44,18 @@ def place_lines(
     rank_node = {r: n for r, n, _ in rank_map}
     rank_local = {r: lr for r, _, lr in rank_map}
     device_rank = {f"{n}#{lr}": r for r, n, lr in rank_map}
-    label_rank = pl.col("srun_label") if label_mode == "rank" else pl.lit(None, pl.Int32)
-    label_node = (
+    # file-level facts are literals for one file, columns when several files are placed in one frame
+    mode = label_mode if isinstance(label_mode, pl.Expr) else pl.lit(label_mode, pl.String)
+    file_rank = file_rank if isinstance(file_rank, pl.Expr) else pl.lit(file_rank, pl.Int32)
+    file_node = file_node if isinstance(file_node, pl.Expr) else pl.lit(file_node, pl.String)
+    label_rank = pl.when(mode == "rank").then(pl.col("srun_label"))
+    label_node = pl.when(mode == "node").then(
         pl.col("srun_label").replace_strict(dict(enumerate(nodes)), default=None, return_dtype=pl.String)
-        if label_mode == "node"
-        else pl.lit(None, pl.String)
     )
-    direct_rank = pl.coalesce(pl.col("rank_prefix"), label_rank, pl.lit(file_rank, pl.Int32)).cast(pl.Int32)
+    direct_rank = pl.coalesce(pl.col("rank_prefix"), label_rank, file_rank).cast(pl.Int32)
     lf = lf.with_columns(_rank_direct=direct_rank).with_columns(
         node=pl.coalesce(
-            pl.lit(file_node, pl.String),
+            file_node.cast(pl.String),
             resolve_host(pl.col("nccl_host"), aliases),
             label_node,
             pl.col("_rank_direct").replace_strict(rank_node, default=None, return_dtype=pl.String),

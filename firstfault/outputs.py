@@ -1,0 +1,126 @@
+"""Where verdicts go besides the DuckDB warehouse and stdout: `--output sqlite:PATH` (a SQLite store for tools
+that expect one) and `--output jsonl:PATH` (an appended stream of verdict objects for incident management).
+
+Both carry the verdict exactly as `attribute --json` prints it (CONTRACTS §3, `schema_version` included): the
+warehouse stays the source of truth and these are copies of its rows, written after each load.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from firstfault.errors import BadInput
+from firstfault.verdict import VERDICT_KEYS, load_verdicts
+
+# Evidence entries as rows (like the warehouse's attribution_evidence); `position` is the 1-based place in the
+# verdict's `evidence` list, `locator` JSON text or NULL.
+EVIDENCE_FIELDS = ("role", "source", "uri", "line", "ts", "text", "locator")
+
+
+@dataclass(frozen=True)
+class Output:
+    kind: str  # sqlite | jsonl
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.path}"
+
+
+def parse_outputs(values: Sequence[str]) -> list[Output]:
+    """The `--output KIND:PATH` values of a command; checked before any work is done."""
+    outputs = []
+    for value in values:
+        kind, sep, path = value.partition(":")
+        if not sep or kind not in WRITERS or not path.strip():
+            raise BadInput("--output", "output", f"{value!r}: expected sqlite:PATH or jsonl:PATH")
+        outputs.append(Output(kind, path))
+    return outputs
+
+
+def stored_verdicts(warehouse: str, attempt_ids: Sequence[str]) -> list[dict]:
+    """The verdicts of `attempt_ids` as the warehouse holds them (read-only connection; FileNotFoundError when the
+    warehouse does not exist)."""
+    from firstfault.warehouse.store import connect_reader
+
+    con = connect_reader(warehouse)
+    try:
+        return load_verdicts(con, attempt_ids)
+    finally:
+        con.close()
+
+
+def write_outputs(outputs: Sequence[Output], verdicts: Sequence[dict]) -> None:
+    for output in outputs:
+        try:
+            Path(output.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            WRITERS[output.kind](str(Path(output.path).expanduser()), verdicts)
+        except (OSError, sqlite3.Error) as e:  # unwritable path, a file that is not SQLite, a foreign table
+            raise BadInput(f"--output {output}", "output", f"cannot write: {e}") from None
+
+
+def write_sqlite(path: str, verdicts: Sequence[dict]) -> None:
+    """Upsert by attempt_id: a re-run replaces an attempt's verdict row and its evidence rows, nothing else."""
+    con = sqlite3.connect(path, timeout=30.0)  # another writer holds the file only for one short transaction
+    try:
+        with con:
+            _ensure_schema(con)
+            columns = ", ".join(VERDICT_KEYS)
+            updates = ", ".join(f"{k} = excluded.{k}" for k in VERDICT_KEYS if k != "attempt_id")
+            con.executemany(
+                f"INSERT INTO verdicts ({columns}) VALUES ({', '.join('?' for _ in VERDICT_KEYS)}) "
+                f"ON CONFLICT (attempt_id) DO UPDATE SET {updates}",
+                [[_sqlite_value(v[k]) for k in VERDICT_KEYS] for v in verdicts],
+            )
+            con.executemany("DELETE FROM evidence WHERE attempt_id = ?", [[v["attempt_id"]] for v in verdicts])
+            con.executemany(
+                f"INSERT INTO evidence (attempt_id, position, {', '.join(EVIDENCE_FIELDS)}) "
+                f"VALUES (?, ?, {', '.join('?' for _ in EVIDENCE_FIELDS)})",
+                [[v["attempt_id"], position, *(_sqlite_value(item.get(k)) for k in EVIDENCE_FIELDS)]
+                 for v in verdicts for position, item in enumerate(v["evidence"] or [], start=1)],
+            )
+    finally:
+        con.close()
+
+
+def _ensure_schema(con: sqlite3.Connection) -> None:
+    """Create the tables, and add the columns of verdict fields newer than the file (fields are only ever added)."""
+    column_defs = ", ".join(f"{k} {_sqlite_type(k)}" + (" PRIMARY KEY" if k == "attempt_id" else "") for k in VERDICT_KEYS)
+    con.execute(f"CREATE TABLE IF NOT EXISTS verdicts ({column_defs})")
+    present = {row[1] for row in con.execute("PRAGMA table_info(verdicts)")}
+    for key in VERDICT_KEYS:
+        if key not in present:
+            con.execute(f"ALTER TABLE verdicts ADD COLUMN {key} {_sqlite_type(key)}")
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS evidence (attempt_id TEXT NOT NULL, position INTEGER NOT NULL, role TEXT, source TEXT, "
+        "uri TEXT, line INTEGER, ts TEXT, text TEXT, locator TEXT, PRIMARY KEY (attempt_id, position))"
+    )
+
+
+def _sqlite_type(key: str) -> str:
+    return "INTEGER" if key == "attempt" else "TEXT"
+
+
+def _sqlite_value(value):
+    """Lists and objects as JSON text (SQLite's json_extract reads them); scalars as they are."""
+    return json.dumps(value, default=str) if isinstance(value, (list, dict)) else value
+
+
+def append_jsonl(path: str, verdicts: Sequence[dict]) -> None:
+    """One verdict object per line, appended: the stream keeps every attribution (the latest line of an attempt_id
+    is its current verdict). A run's lines go out in one write to a file opened for appending (O_APPEND), so two
+    runs appending at once do not mix their lines on a local file system."""
+    if not verdicts:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(verdict_json(v) + "\n" for v in verdicts))
+
+
+def verdict_json(verdict: dict) -> str:
+    """One verdict on one line, as `attribute --json` prints several."""
+    return json.dumps(verdict, default=str)
+
+
+WRITERS = {"sqlite": write_sqlite, "jsonl": append_jsonl}

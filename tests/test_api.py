@@ -1,0 +1,125 @@
+"""`firstfault api`: the real server on a free port; its verdict for the headline context equals the CLI's."""
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import uvicorn
+import yaml
+
+from firstfault.api import create_app
+from firstfault.cli import main
+from firstfault.config import resolve_config
+
+
+class Server:
+    """uvicorn serving create_app(config) in a background thread, on a port the OS picks."""
+
+    def __init__(self, config):
+        self.server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=0, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("the API server did not start")
+            self.thread.join(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def request(self, method: str, path: str, body=None) -> tuple[int, object]:
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            assert e.headers["Content-Type"] == "application/json"
+            return e.code, json.loads(e.read())
+
+
+@pytest.fixture()
+def api(tmp_path):
+    config = resolve_config(None, lake_root=str(tmp_path / "api-lake"), warehouse_path=str(tmp_path / "api.duckdb"))
+    with Server(config) as server:
+        yield server
+
+
+def test_headline_over_http_equals_the_cli(api, demo_dir, tmp_path, capsys):
+    headline = demo_dir / "attempts" / "headline"
+    assert main(["attribute", "--static", str(headline / "attempt.yaml"), "--json", "--warehouse", str(tmp_path / "cli.duckdb"),
+                 "--lake", str(tmp_path / "cli-lake")]) == 0
+    expected = json.loads(capsys.readouterr().out)
+
+    assert api.request("GET", "/healthz") == (200, {"status": "ok"})
+    context = {**yaml.safe_load((headline / "attempt.yaml").read_text()), "base_dir": str(headline)}
+    status, verdict = api.request("POST", "/v1/attribute", context)
+    assert status == 200
+    # the same files give the same verdict: nothing in it depends on when or through which door it was attributed
+    assert verdict == expected
+    assert (verdict["verdict"], verdict["subdomain"], verdict["culprit_nodes"]) == ("attributed", "gpu_nvlink", ["node-02"])
+
+    assert api.request("GET", f"/v1/attempts/{verdict['attempt_id']}") == (200, verdict)
+    status, body = api.request("GET", "/v1/attempts/demo/no-such-workload/0")
+    assert status == 404 and "demo/no-such-workload/0" in body["error"]
+
+
+def test_concurrent_requests_share_the_warehouse(api, demo_dir):
+    """Attributions queue for the single writer while reads go on; none of them fails on DuckDB's file lock."""
+    contexts = [{**yaml.safe_load((demo_dir / "attempts" / name / "attempt.yaml").read_text()),
+                 "base_dir": str(demo_dir / "attempts" / name)} for name in ("headline", "lost-gpu", "headline")]
+    assert api.request("POST", "/v1/attribute", contexts[0])[0] == 200
+    with ThreadPoolExecutor(max_workers=len(contexts) + 2) as pool:
+        posts = [pool.submit(api.request, "POST", "/v1/attribute", c) for c in contexts]
+
+        def read_while_attributing():
+            replies = []
+            while not all(p.done() for p in posts):
+                replies.append(api.request("GET", "/v1/attempts/demo/demo-headline/0"))
+                time.sleep(0.05)
+            return replies
+
+        readers = [pool.submit(read_while_attributing) for _ in range(2)]
+        gets = [reply for r in readers for reply in r.result()]
+        assert [p.result()[0] for p in posts] == [200] * len(posts)
+    assert [p.result()[1]["subdomain"] for p in posts] == ["gpu_nvlink", "gpu_lost", "gpu_nvlink"]
+    assert gets and {status for status, _ in gets} == {200}
+
+
+@pytest.mark.parametrize(("body", "names"), [
+    ({"workload_id": "w", "start": "2026-11-29T01:00:00Z"}, "field 'nodes': required"),
+    ({"workload_id": "w", "start": "yesterday", "nodes": ["n1"]}, "field 'start': not an ISO 8601 timestamp"),
+    ({"workload_id": "w", "start": "2026-11-29T01:00:00Z", "nodes": ["n1"], "base_dir": 7}, "field 'base_dir'"),
+    (b"{not json", "not valid JSON"),
+    ([1, 2], "must be a JSON object"),
+    ({"slurm": "123", "nodes": ["n1"]}, "field 'nodes': cannot be combined with 'slurm'"),
+    ({"scheduler": "nosuch:42"}, "field 'scheduler': no 'nosuch' scheduler connector is enabled"),
+    ({"scheduler": "no-ref"}, "field 'scheduler': 'no-ref': expected NAME:REF"),
+])
+def test_bad_request_is_400_naming_the_field(api, body, names):
+    status, reply = api.request("POST", "/v1/attribute", body)
+    assert status == 400 and set(reply) == {"error"}
+    assert reply["error"].startswith("request body: ") and names in reply["error"]
+
+
+def test_internal_error_is_500_json_without_traceback(tmp_path):
+    broken = tmp_path / "warehouse-is-a-folder"
+    broken.mkdir()
+    with Server(resolve_config(None, warehouse_path=str(broken))) as server:
+        status, reply = server.request("GET", "/v1/attempts/demo/w/0")
+    assert status == 500 and set(reply) == {"error"}
+    assert reply["error"].startswith("internal error: ") and "Traceback" not in reply["error"]
+
+
+def test_api_command_rejects_a_bad_port(capsys):
+    assert main(["api", "--port", "70000"]) == 2
+    assert "--port" in capsys.readouterr().err
