@@ -189,14 +189,14 @@ def expand_output_pattern(pattern: str, run: JobRun) -> str:
         width, key = m.group(1), m.group(2)
         if key == "%":
             return "%"
-        if key == "b":  # array task id modulo 10
-            return str(int(values["a"]) % 10) if array else "0"
+        if key == "b":  # array task id modulo 10 (of NO_VAL outside an array, as for %a)
+            return str(int(values["a"]) % 10)
         value = values.get(key)
         if value is None:
             return m.group(0)
         return value.zfill(min(int(width), 10)) if width and key in numeric else value
 
-    return re.sub(r"%(\d*)([%AaBbJjNnstux])", one, pattern)
+    return re.sub(r"%(\d*)([%AabJjNnstux])", one, pattern)
 
 
 # --- the connector -------------------------------------------------------------------------------------------------
@@ -282,13 +282,14 @@ class SlurmConnector:
             text = self._call(command, "scontrol")
         except SlurmError:
             return {}
-        return {raw: (f.get("StdOut", ""), f.get("StdErr", "")) for raw, f in parse_scontrol(text).items()}
+        # salloc/srun-only jobs have no batch output: `StdOut=(null)` or nothing
+        return {raw: (_text(f.get("StdOut", "")), _text(f.get("StdErr", ""))) for raw, f in parse_scontrol(text).items()}
 
     def _call(self, command: list[str], setting: str) -> str:
         shown = " ".join(command[:4]) + (" …" if len(command) > 4 else "")
         env = {**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=self.settings.timeout_s, env=env)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=self.settings.timeout_s, env=env, check=False)
         except FileNotFoundError:
             raise SlurmError(f"{command[0]!r} not found (install the Slurm client or set [slurm] {setting} to its path)") from None
         except subprocess.TimeoutExpired:

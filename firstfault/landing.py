@@ -152,7 +152,7 @@ def _land_rest(item: _LogsLanded, extracted: pl.DataFrame, lake: Lake) -> bool:
     result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, events.to_arrow(), events_arrow_schema())
     lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
     result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
-    lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx), CONTEXT_SCHEMA)
+    lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=most_common_gpu_model(events)), CONTEXT_SCHEMA)
     lake.write("inputs", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, REPORT_SCHEMA), REPORT_SCHEMA)
     return True
 
@@ -232,10 +232,16 @@ def _land_files(ctx, files: list[LogFile], triggers, candidates, settings: Landi
                     if part is not None and part.height:
                         part, state.clock = anchor_file_clock(part, state.clock)
                         state.rows += part.height
-                        candidates.append(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS))
+                        candidates.append(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
                         yield from part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches()
             if piece.last:
                 result.reports.append(_file_report(ctx, piece.file, state))
+
+
+def _owning_strings(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame with its strings copied out: the string views of a filtered frame keep the whole batch's buffers
+    alive, so kept candidate lines would hold every landed line in memory until extraction."""
+    return pl.from_arrow(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
 
 def _file_report(ctx, log_file: LogFile, state: _FileState) -> dict:
@@ -413,14 +419,26 @@ CONTEXT_SCHEMA = pa.schema(
 )
 
 
-def context_table(ctx: AttemptContext) -> pa.Table:
+def most_common_gpu_model(events: pl.DataFrame) -> str | None:
+    """The model token (`H100`) that most of the attempt's `gpu_model` events name; ties go to the alphabetically
+    first, so landing the same logs again gives the same model."""
+    counted = (
+        events.lazy().filter(pl.col("kind") == "gpu_model")
+        .select(pl.col("fields").str.json_path_match("$.model").alias("model")).drop_nulls()
+        .group_by("model").len().sort(["len", "model"], descending=[True, False]).head(1).collect()
+    )
+    return counted["model"][0] if counted.height else None
+
+
+def context_table(ctx: AttemptContext, logged_gpu_model: str | None = None) -> pa.Table:
+    """The context row; `logged_gpu_model` (from the attempt's logs) stands in when the scheduler gave no GPU model."""
     def utc(t):
         return None if t is None else t.astimezone(timezone.utc).replace(tzinfo=None)
 
     row = {
         "attempt_id": ctx.attempt_id, "cluster": ctx.cluster, "workload_id": ctx.workload_id, "attempt": ctx.attempt,
         "state": ctx.state, "exit_code": ctx.exit_code, "start_ts": utc(ctx.start), "end_ts": utc(ctx.end),
-        "timezone": ctx.timezone, "gpu_model": ctx.gpu_model, "gpus_per_node": ctx.gpus_per_node,
+        "timezone": ctx.timezone, "gpu_model": ctx.gpu_model or logged_gpu_model, "gpus_per_node": ctx.gpus_per_node,
         "nodes": list(ctx.nodes), "rank_map": json.dumps(ctx.rank_map()), "spec_uri": ctx.spec_uri,
     }
     return pa.Table.from_pylist([row], CONTEXT_SCHEMA)

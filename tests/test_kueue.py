@@ -113,6 +113,11 @@ def check_verdicts(verdicts: list[dict]) -> None:
     preempted, oom = by_attempt[0], by_attempt[1]
     assert (preempted["verdict"], preempted["domain"], preempted["subdomain"]) == ("attributed", "infrastructure", "preemption")
     assert preempted["state"] == "PREEMPTED" and preempted["action"] == "restart"
+    # the Workload's eviction is the evidence line, not only the scheduler state; the SIGTERM exits are its cascade
+    evicted = [e for e in preempted["evidence"] if e["role"] == "root_cause"]
+    assert len(evicted) == 1 and "evicted reason=Preempted" in evicted[0]["text"]  # the API's copy lacks the preemption path
+    assert evicted[0]["locator"]["origin"] == {"connector": "kubernetes_status", "object": "workload/ml/jobset-llama-7b-5c2f1"}
+    assert {e["role"] for e in preempted["evidence"]} == {"root_cause", "symptom"}
     assert (oom["verdict"], oom["domain"], oom["subdomain"], oom["culprit_nodes"]) == (
         "attributed", "application", "host_oom", ["gpu-node-03"])
     assert oom["action"] == "stop"
