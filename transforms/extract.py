@@ -564,6 +564,16 @@ def _postprocess(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _entry_header_trigger() -> str | None:
+    """multiline.ENTRY_HEADER_TRIGGER: the one candidate trigger that is a regex (absent module -> none)."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(f"{__package__ or 'firstfault.transforms'}.multiline"), "ENTRY_HEADER_TRIGGER", None)
+    except ModuleNotFoundError:
+        return None
+
+
 def _multiline() -> tuple[list[Callable[[pl.LazyFrame], pl.LazyFrame]], list[str]]:
     """ASSEMBLERS and MULTILINE_TRIGGERS of transforms/multiline.py (absent module -> none)."""
     import importlib
@@ -598,10 +608,13 @@ def extract_events(
     group a trigger filter, the group's regexes on the rows holding their triggers, ``str.extract_groups`` and a
     projection into EVENT_SCHEMA. No per-line Python.
     """
+    header_regex = None
     if assemblers is None or multiline_triggers is None:
         ml_asm, ml_trig = _multiline()
         assemblers = ml_asm if assemblers is None else assemblers
-        multiline_triggers = ml_trig if multiline_triggers is None else multiline_triggers
+        if multiline_triggers is None:
+            multiline_triggers = ml_trig
+            header_regex = _entry_header_trigger()
     assemblers = list(assemblers)
     patterns = list(patterns)
     triggers = sorted(set(trigger_literals(patterns)) | set(multiline_triggers or []))
@@ -611,9 +624,10 @@ def extract_events(
     names = lines.collect_schema().names()
     missing = [c for c in LINE_SCHEMA if c not in names]
     lines = lines.with_columns([pl.lit(None).cast(LINE_SCHEMA[c]).alias(c) for c in missing]) if missing else lines
-    cand = lines.select([pl.col(c).cast(t, strict=False) for c, t in LINE_SCHEMA.items()]).filter(
-        pl.col("msg").str.contains_any(triggers).fill_null(False)
-    )
+    keep = pl.col("msg").str.contains_any(triggers).fill_null(False)
+    if header_regex:
+        keep = keep | pl.col("msg").str.contains(header_regex).fill_null(False)
+    cand = lines.select([pl.col(c).cast(t, strict=False) for c, t in LINE_SCHEMA.items()]).filter(keep)
     return cand.map_batches(
         lambda df: _extract_df(df, patterns, assemblers),
         schema=EVENT_SCHEMA,

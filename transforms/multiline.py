@@ -33,6 +33,8 @@ from .extract import RAW_MAX, conform_events
 
 __all__ = [
     "MULTILINE_TRIGGERS",
+    "ENTRY_HEADER_TRIGGER",
+    "is_multiline_candidate",
     "ASSEMBLERS",
     "assemble_python_exceptions",
     "assemble_torchrun_failures",
@@ -66,9 +68,10 @@ _TORCHRUN_TRIGGERS = [
     "exitcode  :",
     "error_file:",
     "traceback :",
-    # the `[i]:` entry headers
-    *[f"{d}]:" for d in range(10)],
 ]
+#: the `[i]:` entry headers of a torchrun failure block. A regex, not literals: any literal (`1]:`) also matches every
+#: `[rank1]:`-prefixed line and every `systemd[1]:` syslog line, which made a large share of all lines candidates.
+ENTRY_HEADER_TRIGGER = r"^(?:\[rank\d{1,7}\]: ?)?\s*\[\d+\]:\s*$"
 
 _LAST_ERROR_TRIGGERS = [
     "Last error:",
@@ -81,8 +84,13 @@ _LAST_ERROR_TRIGGERS = [
     "failed :",
 ]
 
-#: literals that put a line into the candidate frame handed to the assemblers
+#: literals that put a line into the candidate frame handed to the assemblers (with ENTRY_HEADER_TRIGGER)
 MULTILINE_TRIGGERS: list[str] = sorted(set(_TRACEBACK_TRIGGERS + _TORCHRUN_TRIGGERS + _LAST_ERROR_TRIGGERS))
+
+
+def is_multiline_candidate(msg: pl.Expr) -> pl.Expr:
+    """Whether a line belongs in the candidate frame of the assemblers."""
+    return msg.str.contains_any(MULTILINE_TRIGGERS).fill_null(False) | msg.str.contains(ENTRY_HEADER_TRIGGER).fill_null(False)
 
 # ------------------------------------------------------------------------------------------ helpers
 
@@ -98,11 +106,14 @@ _MAX_TRACEBACK_LINES = 5000
 _MAX_LAST_ERROR_GAP = 5
 
 
-def _prepare(cand: pl.LazyFrame, triggers: list[str] | None = None) -> pl.LazyFrame:
-    """Keep the lines with one of ``triggers`` (all when None), add `_body` (msg without a `[rankN]: ` prefix) and
-    `_srank` (the stream's rank), sort by file and line."""
+def _prepare(cand: pl.LazyFrame, triggers: list[str] | None = None, *, entry_headers: bool = False) -> pl.LazyFrame:
+    """Keep the lines with one of ``triggers`` (all when None; with ``entry_headers`` also the `[i]:` lines), add
+    `_body` (msg without a `[rankN]: ` prefix) and `_srank` (the stream's rank), sort by file and line."""
     if triggers is not None:
-        cand = cand.filter(pl.col("msg").str.contains_any(triggers).fill_null(False))
+        keep = pl.col("msg").str.contains_any(triggers).fill_null(False)
+        if entry_headers:
+            keep = keep | pl.col("msg").str.contains(ENTRY_HEADER_TRIGGER).fill_null(False)
+        cand = cand.filter(keep)
     msg = pl.col("msg").fill_null("")
     return cand.with_columns(
         _body=msg.str.replace(_RANK_PREFIX_RE, ""),
@@ -233,7 +244,7 @@ def assemble_torchrun_failures(cand: pl.LazyFrame) -> pl.LazyFrame:
     body = pl.col("_body")
     kv = body.str.extract_groups(_KEY_RE)
     lf = (
-        _prepare(cand, _TORCHRUN_TRIGGERS + _TRACEBACK_TRIGGERS)
+        _prepare(cand, _TORCHRUN_TRIGGERS + _TRACEBACK_TRIGGERS, entry_headers=True)
         .with_columns(
             _failures=body.str.contains(r"^\s*Failures:\s*$"),
             _root=body.str.contains(r"^\s*Root Cause \(first observed failure\):"),

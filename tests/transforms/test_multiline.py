@@ -10,7 +10,7 @@ import pytest
 from firstfault.transforms.extract import EVENT_SCHEMA, LINE_SCHEMA, extract_events, lines_frame, load_patterns
 from firstfault.transforms.multiline import (
     ASSEMBLERS,
-    MULTILINE_TRIGGERS,
+    is_multiline_candidate,
     assemble_nccl_last_error,
     assemble_python_exceptions,
     assemble_torchrun_failures,
@@ -29,7 +29,7 @@ def _frame(lines: list[str], *, rank: list[int | None] | None = None, node: list
 
 def _run(asm, df: pl.DataFrame) -> pl.DataFrame:
     """Run one assembler over the candidate lines (as the engine does: trigger lines only, no order)."""
-    cand = df.filter(pl.col("msg").str.contains_any(MULTILINE_TRIGGERS)).sample(fraction=1.0, shuffle=True, seed=7)
+    cand = df.filter(is_multiline_candidate(pl.col("msg"))).sample(fraction=1.0, shuffle=True, seed=7)
     out = asm(cand.lazy()).collect()
     assert out.schema == pl.Schema(EVENT_SCHEMA)
     return out.sort("uri", "line")
