@@ -60,8 +60,7 @@ def test_lemon_node_and_bad_port_come_first(tmp_path):
     assert first_port["key"] == port_key and first_port["node_list"] == [bad["node"]], hot[:5]
     assert first_nic["key"].split("/")[0] == bad["node"], hot[:5]
     assert first_port["attempts"] >= len(port_faults)
-    # nothing more specific than a switch ranks above the bad port. Whole-switch rows may: they pool every endpoint
-    # under a leaf, the NET/IB reporters of the fan-in included, so a busy leaf can outnumber a single port.
-    # The bad node's own NIC row may too: one node behind the port makes the port's finding `nic` (that node's NIC).
-    assert all(h["level"] == "switch" or (h["level"] == "nic" and h["key"].split("/")[0] == bad["node"])
-               for h in hot[:hot.index(first_port)]), hot[:5]
+    # the bad port is the first row: its leaf switch, whose attempts all come through that port, points at it
+    assert hot[0]["key"] == port_key, hot[:5]
+    leaf = next(h for h in hot if h["level"] == "switch" and h["key"] == bad["switch"])
+    assert leaf["finding"] == "switch_port", leaf

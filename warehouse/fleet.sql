@@ -157,8 +157,9 @@ LEFT JOIN topology t2 ON t2.node = e.node AND t2.device IS NULL;
 -- C4D-style localisation over the long window: per NIC (host[/HCA:port]), per link (host pair), and with a topology
 -- per switch port and per switch. `finding` says what the pattern points at: a NIC with >= nic_min_peers counterparts
 -- -> nic (one counterpart -> link); a switch (port) with >= switch_min_nodes implicated nodes -> that switch (port),
--- else the single node's nic. Worst first: attempts implicated, rows whose finding is their own level, then the most
--- specific level (switch_port, switch, nic, link), then key.
+-- else the single node's nic; a switch most of whose attempts go through one port -> that switch_port. Worst first:
+-- rows whose finding is their own level (a row pointing elsewhere is only a pointer; a port's single NIC is the same
+-- link), attempts implicated, the most specific level (switch_port, switch, nic, link), then key.
 CREATE OR REPLACE TABLE port_hotspots AS
 WITH p AS (SELECT * FROM fleet_params),
 ep AS (SELECT e.* FROM _net_endpoints e, p WHERE e.age_days < p.long_window_days),
@@ -188,20 +189,32 @@ agg AS (
     FROM keyed
     GROUP BY level, key
 ),
+busiest_port AS (
+    SELECT switch, max(attempts) AS attempts
+    FROM (SELECT switch, switch_port, count(DISTINCT attempt_id) AS attempts FROM ep
+          WHERE switch IS NOT NULL AND switch_port IS NOT NULL GROUP BY ALL)
+    GROUP BY switch
+),
 found AS (
     SELECT a.*,
            CASE a.level
                WHEN 'nic' THEN CASE WHEN a.counterparts >= p.nic_min_peers OR a.counterparts = 0 THEN 'nic' ELSE 'link' END
                WHEN 'link' THEN 'link'
+               WHEN 'switch' THEN CASE WHEN a.nodes < p.switch_min_nodes THEN 'nic'
+                                       -- one port behind most of the switch's attempts: the port (its peers under the
+                                       -- same switch are implicated only as its counterparts), not the switch
+                                       WHEN 2 * coalesce(b.attempts, 0) > a.attempts THEN 'switch_port'
+                                       ELSE 'switch' END
                ELSE CASE WHEN a.nodes >= p.switch_min_nodes THEN a.level ELSE 'nic' END
            END AS finding,
            p.run_day
-    FROM agg a, p
+    FROM agg a CROSS JOIN p LEFT JOIN busiest_port b ON a.level = 'switch' AND b.switch = a.key
 )
 SELECT level, key, finding, attempts, edges, events, counterparts, nodes, node_list, attempt_ids, attributed_network,
        ambiguous, unattributed, not_failed, first_seen, last_seen, run_day, row_number() OVER w AS position
 FROM found
-WINDOW w AS (ORDER BY attempts DESC, (finding = level) DESC,
+-- a port row pointing at the one NIC behind it stays a hotspot: port, cable and NIC are one link
+WINDOW w AS (ORDER BY (finding = level OR (level = 'switch_port' AND finding = 'nic')) DESC, attempts DESC,
                       CASE level WHEN 'switch_port' THEN 0 WHEN 'switch' THEN 1 WHEN 'nic' THEN 2 ELSE 3 END,
                       counterparts DESC, edges DESC, key)
 ORDER BY position;
