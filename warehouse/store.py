@@ -17,9 +17,11 @@ def schema_sql() -> str:
     return (resources.files("firstfault.warehouse") / "schema.sql").read_text(encoding="utf-8")
 
 
-def connect_writer(path: str) -> duckdb.DuckDBPyConnection:
+def connect_writer(path: str, wait_s: float = 60.0) -> duckdb.DuckDBPyConnection:
+    """Open for writing; while another process holds the file (a `firstfault sql` or `report` reader, say), retry for
+    up to wait_s: readers are short, and a night's results must not be lost to one."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(path)
+    con = _connect_waiting(path, read_only=False, wait_s=wait_s)
     con.execute(schema_sql())
     return con
 
@@ -65,11 +67,16 @@ def connect_reader(path: str, wait_s: float = 30.0) -> duckdb.DuckDBPyConnection
     """Open read-only; while a writer holds the file, retry for up to wait_s (writes are short)."""
     if not Path(path).exists():
         raise FileNotFoundError(path)
+    return _connect_waiting(path, read_only=True, wait_s=wait_s)
+
+
+def _connect_waiting(path: str, *, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, retried with back-off while another process holds the file's lock."""
     deadline = time.monotonic() + wait_s
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(path, read_only=True)
+            return duckdb.connect(path, read_only=read_only)
         except duckdb.IOException as e:
             if "lock" not in str(e).lower() or time.monotonic() > deadline:
                 raise
