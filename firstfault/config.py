@@ -92,7 +92,7 @@ class FleetSettings:
     incident_min_attempts: int = 2   # attempts implicating the same node/GPU/port on one UTC day -> an incident
     nic_min_peers: int = 2           # counterparts of one NIC for a `nic` finding (fewer: the edge/link)
     switch_min_nodes: int = 2        # implicated nodes under one switch (port) for a `switch` finding
-    topology: str = ""               # YAML/CSV node -> leaf switch, switch port (relative: to the working directory)
+    topology: str = ""               # YAML/CSV node -> leaf switch, switch port (relative: to the config file)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class KubernetesSettings(RemoteSettings):
 class KueueSettings:
     """The Kueue scheduler connector (connectors/kueue.py): from captured `kubectl get ... -o json` documents when
     `documents` names a folder, else from the API of [kubernetes] when its `url` is set."""
-    documents: str = ""               # folder of captured Workload/JobSet/Job/Pod/Node documents (relative: to the working directory)
+    documents: str = ""               # folder of captured Workload/JobSet/Job/Pod/Node documents (relative: to the config file)
     cluster: str = "default"          # the `cluster` part of attempt ids
     namespaces: tuple[str, ...] = ()  # where `discover` (nightly) looks for Workloads; empty = every namespace
 
@@ -227,9 +227,15 @@ def load_config(path: str | None) -> Config:
     for name in ("rules", "patterns"):
         if name in built:
             built[name] = replace(built[name], dirs=_resolve_dirs(path, f"{name}.dirs", base, built[name].dirs))
-    if "catalog" in built:  # relative globs are relative to the config file; URLs and absolute paths stay
-        built["catalog"] = replace(built["catalog"], paths=tuple(
-            p if "://" in p or Path(p).expanduser().is_absolute() else str(base / p) for p in built["catalog"].paths))
+    def relative_to_config(p: str) -> str:  # URLs, absolute and empty paths stay as they are
+        return p if not p or "://" in p or Path(p).expanduser().is_absolute() else str(base / p)
+
+    if "catalog" in built:
+        built["catalog"] = replace(built["catalog"], paths=tuple(relative_to_config(p) for p in built["catalog"].paths))
+    if "kueue" in built:
+        built["kueue"] = replace(built["kueue"], documents=relative_to_config(built["kueue"].documents))
+    if "fleet" in built:
+        built["fleet"] = replace(built["fleet"], topology=relative_to_config(built["fleet"].topology))
     return Config(**built)
 
 
