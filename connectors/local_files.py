@@ -1,6 +1,8 @@
 """Local (or any fsspec) log files: resolve the context's globs, fingerprint, and read them in bounded batches."""
 from __future__ import annotations
 
+import glob
+import os
 import posixpath
 import re
 from collections.abc import Iterator
@@ -57,6 +59,10 @@ def resolve_paths(ctx: AttemptContext, patterns: tuple[str, ...]) -> tuple[list[
 def _glob(base_uri: str, rel: str) -> list[str]:
     target = rel if "://" in rel or rel.startswith("/") else posixpath.join(base_uri, rel)
     fs, path = fsspec.core.url_to_fs(target)
+    if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+        # the standard library's glob walks a local folder several times faster than fsspec's (a nightly run
+        # expands a glob per node of every attempt)
+        return [fs.unstrip_protocol(p) for p in sorted(glob.glob(path, recursive=True)) if os.path.isfile(p)]
     try:
         matches = fs.glob(path) if any(c in path for c in "*?[") else ([path] if fs.exists(path) else [])
     except OSError:

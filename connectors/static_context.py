@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import fsspec
 import yaml
 
+from firstfault import yamlio
 from firstfault.errors import BadInput
 from firstfault.ids import attempt_id, attempt_key, day_key
 
@@ -82,7 +83,7 @@ def load_static_context(path: str) -> AttemptContext:
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(path, "-", f"cannot read: {e}") from None
     try:
-        doc = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+        doc = json.loads(text) if path.endswith(".json") else yamlio.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {str(e).splitlines()[0]}") from None
     base = posixpath.dirname(path) or "."

@@ -94,8 +94,10 @@ def load_topology(path: str | None) -> pa.Table:
         else:
             import yaml
 
+            from firstfault import yamlio
+
             try:
-                doc = yaml.safe_load(text)
+                doc = yamlio.safe_load(text)
             except yaml.YAMLError as e:
                 raise BadInput(path, "topology", f"not valid YAML: {e}") from None
             if isinstance(doc, dict) and "nodes" in doc:

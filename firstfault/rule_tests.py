@@ -10,6 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import yaml
 
+from firstfault import yamlio
+
 from firstfault.config import Config, LakeSettings, PatternSettings, RuleSettings, WarehouseSettings
 from firstfault.connectors.static_context import context_from_dict
 from firstfault.errors import BadInput
@@ -44,7 +46,7 @@ def load_cases(folders: list[Path]) -> list[Case]:
     for folder in folders:
         for path in sorted(Path(folder).glob("*.yaml")):
             try:
-                doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+                doc = yamlio.safe_load(path.read_text(encoding="utf-8")) or {}
             except (yaml.YAMLError, UnicodeDecodeError) as e:
                 raise BadInput(str(path), "-", f"not valid YAML: {str(e).splitlines()[0]}") from None
             if not isinstance(doc, dict):

@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import polars as pl
-import yaml
+
+from firstfault import yamlio
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -251,15 +252,13 @@ def load_pattern_file(path: Path) -> list[Pattern]:
 def _load_pattern_file(path: str, mtime_ns: int, size: int) -> tuple[Pattern, ...]:
     """Parsed and checked once per process and file version: a nightly shard lands attempts one by one, and
     parsing the YAML and compiling every regex again cost ~0.4 s per attempt."""
-    data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+    data = yamlio.safe_load(Path(path).read_text(encoding="utf-8"))
     if data is None:
         return ()
     if not isinstance(data, list):
         raise PatternError(f"{path}: a pattern file is a YAML list")
     return tuple(_parse_entry(e, f"{Path(path).name}[{i}]") for i, e in enumerate(data))
 
-
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_patterns(extra_dirs: Sequence[Path] = ()) -> list[Pattern]:
