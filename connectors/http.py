@@ -31,6 +31,13 @@ class ConnectorError(Exception):
         self.reason = reason
         self.status = status
 
+    @property
+    def unreachable(self) -> bool:
+        """No answer, or a gateway saying the backend is not there: the connector's other queries would fail the
+        same way, so they are reported instead of each waiting out its retries (500 and 504 can be one heavy
+        query's own failure)."""
+        return self.status in (None, 502, 503)
+
 
 class HttpClient:
     def __init__(self, settings: RemoteSettings, connector: str, transport: httpx.BaseTransport | None = None,
@@ -130,7 +137,10 @@ def _tls(s: RemoteSettings) -> ssl.SSLContext | bool:
         return False
     if not (s.ca_file or s.cert_file):
         return True
-    context = ssl.create_default_context(cafile=s.ca_file or None)
-    if s.cert_file:
-        context.load_cert_chain(s.cert_file, s.key_file or None)
+    try:
+        context = ssl.create_default_context(cafile=s.ca_file or None)
+        if s.cert_file:
+            context.load_cert_chain(s.cert_file, s.key_file or None)
+    except OSError as e:  # ssl.SSLError included: a missing or malformed CA bundle or client certificate
+        raise ConnectorError(f"TLS files (ca_file, cert_file, key_file): {e}") from None
     return context

@@ -537,9 +537,12 @@ class KubernetesApi:
         self.settings = settings
 
     def _client(self):
-        from firstfault.connectors.http import HttpClient
+        from firstfault.connectors.http import ConnectorError, HttpClient
 
-        return HttpClient(self.settings, "kueue")
+        try:
+            return HttpClient(self.settings, "kueue")
+        except ConnectorError as e:  # an unreadable token_file, CA bundle or client certificate
+            raise BadInput("firstfault.toml", "kubernetes", e.reason) from None
 
     def _get(self, http, path: str, params: dict | None = None) -> list[KubeObject]:
         """One object or every page of a list; [] when the server says 404. A server that cannot be reached is a

@@ -33,9 +33,6 @@ QUERY_RANGE = "/loki/api/v1/query_range"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
 _PAGE_SCHEMA = {"ts": pl.String, "line": pl.String}
-# no answer, or a gateway saying Loki is not there: the other sources would fail the same way (500 and 504 can be
-# one heavy query's own failure, so the next source is still tried)
-_BACKEND_DOWN = (None, 502, 503)
 _STAMP = pl.col("ts").cast(pl.Datetime("ns")).dt.strftime("%Y-%m-%dT%H:%M:%S%.9fZ")
 # One staged line per physical line: the lines of a multi-line entry (a traceback shipped as one entry) each get the
 # entry's stamp, so every event extracted from them keeps Loki's exact timestamp.
@@ -70,7 +67,7 @@ class LokiConnector:
                     continue
                 fetch = _SourceFetch(client, staging, source, base, self.settings.node_label)
                 reports += fetch.run(query, start, end, self.settings.limit)
-                if fetch.failure and fetch.failure.status in _BACKEND_DOWN:
+                if fetch.failure and fetch.failure.unreachable:
                     down = fetch.failure
         return reports
 

@@ -111,10 +111,8 @@ class PrometheusConnector:
         silent: str | None = None  # why the server did not answer; later queries are not sent
         try:
             client = HttpClient(self.settings, self.name, self.transport)
-        except ConnectorError as e:  # an unreadable token_file
+        except ConnectorError as e:  # an unreadable token_file, CA bundle or client certificate
             return [Report(self.name, SOURCE, public_url(self.settings.url), "error", 0, e.reason)]
-        except OSError as e:  # an unreadable CA bundle or client certificate
-            return [Report(self.name, SOURCE, public_url(self.settings.url), "error", 0, f"{self.name}: TLS files: {e}")]
         with client, _CsvWriter(staging, self.name) as out:
             for metric, promql in self.queries.items():
                 query, label = expand_nodes(promql, ctx.nodes, self.settings.host_label)
@@ -131,7 +129,7 @@ class PrometheusConnector:
                             out.write(frame)
                             fetched.rows += frame.height
                 except ConnectorError as e:
-                    if e.status is None:
+                    if e.unreachable:
                         silent = e.reason
                     reports.append(Report(self.name, SOURCE, uri, "error", fetched.rows, f"{metric}: {e.reason}"))
                     continue

@@ -105,23 +105,25 @@ def list_specs(patterns: Sequence[str]) -> list[str]:
     return sorted(found)
 
 
-def discover_scheduled(config: Config, run_date: date) -> tuple[list[str], list[dict]]:
+def discover_scheduled(config: Config, run_date: date) -> tuple[list[str], list[dict], int]:
     """Ask every scheduler connector the config enables for the attempts that ended on run_date (UTC); each one
     is kept in the lake as a static context (connectors/base.py save_context) and handled like a catalog spec.
-    A scheduler that cannot be reached is a failure row, not a failed night."""
+    A scheduler that cannot be reached is a failure row, not a failed night. Returns (specs, failures, schedulers
+    asked)."""
     from firstfault.connectors.base import save_context
     from firstfault.connectors.registry import scheduler_connectors
 
     start = datetime.combine(run_date, datetime.min.time(), tzinfo=timezone.utc)
     specs, failures = [], []
-    for name, connector in sorted(scheduler_connectors(config).items()):
+    connectors = scheduler_connectors(config)
+    for name, connector in sorted(connectors.items()):
         try:
             contexts = connector.discover(start, start + timedelta(days=1))
         except Exception as e:  # noqa: BLE001 - one scheduler down never sinks the night
             failures.append(_failure(None, name, "discover", _describe(e)))
             continue
         specs.extend(save_context(_lake(config), ctx) for ctx in contexts)
-    return specs, failures
+    return specs, failures, len(connectors)
 
 
 def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str] = ()) -> tuple[list[Candidate], list[dict], int]:
@@ -214,8 +216,8 @@ def prepare(config: Config, run_date: str | date | None = None, catalog: str | N
     day = parse_run_date(run_date)
     started_at = datetime.now(timezone.utc)
     patterns = catalog_patterns(config, catalog)
-    scheduled, failures = discover_scheduled(config, day)
-    if not patterns and not scheduled and not failures and not _has_schedulers(config):
+    scheduled, failures, schedulers = discover_scheduled(config, day)
+    if not patterns and not schedulers:
         raise BadInput("--catalog", "catalog", "nothing to discover: pass --catalog DIR_OR_URL, set [catalog] paths "
                        "or configure a scheduler ([slurm], [kueue]) in firstfault.toml")
     candidates, discovered_failures, _ = discover(patterns, day, scheduled)
@@ -386,12 +388,6 @@ def render_summary(summary: dict) -> str:
 
 
 # helpers --------------------------------------------------------------------------------------------------------
-
-def _has_schedulers(config: Config) -> bool:
-    from firstfault.connectors.registry import scheduler_connectors
-
-    return bool(scheduler_connectors(config))
-
 
 def _lake(config: Config) -> Lake:
     return Lake(config.lake.root, config.lake.storage_options())

@@ -94,3 +94,13 @@ def test_password_in_the_url_is_not_in_the_reason(caplog):
 def test_public_url_drops_only_the_user_info():
     assert public_url("https://u:p@loki.example:3100/x?y=1") == "https://loki.example:3100/x?y=1"
     assert public_url("http://[::1]:3100") == "http://[::1]:3100"
+
+
+def test_unreadable_tls_files_are_a_connector_error(tmp_path):
+    with pytest.raises(ConnectorError, match="TLS files"):
+        HttpClient(RemoteSettings(url="https://loki.invalid", ca_file=str(tmp_path / "missing-ca.pem")), "loki")
+
+
+@pytest.mark.parametrize("status, unreachable", [(None, True), (502, True), (503, True), (500, False), (400, False)])
+def test_unreachable_means_no_answer_or_a_gateway_without_backend(status, unreachable):
+    assert ConnectorError("x", status).unreachable is unreachable

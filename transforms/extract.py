@@ -563,28 +563,12 @@ def _postprocess(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _entry_header_trigger() -> str | None:
-    """multiline.ENTRY_HEADER_TRIGGER: the one candidate trigger that is a regex (absent module -> none)."""
-    import importlib
+def _multiline() -> tuple[list[Callable[[pl.LazyFrame], pl.LazyFrame]], list[str], str]:
+    """ASSEMBLERS, MULTILINE_TRIGGERS and ENTRY_HEADER_TRIGGER of transforms/multiline.py (imported on use: that
+    module imports this one)."""
+    from . import multiline
 
-    try:
-        return getattr(importlib.import_module(f"{__package__ or 'firstfault.transforms'}.multiline"), "ENTRY_HEADER_TRIGGER", None)
-    except ModuleNotFoundError:
-        return None
-
-
-def _multiline() -> tuple[list[Callable[[pl.LazyFrame], pl.LazyFrame]], list[str]]:
-    """ASSEMBLERS and MULTILINE_TRIGGERS of transforms/multiline.py (absent module -> none)."""
-    import importlib
-
-    name = f"{__package__ or 'firstfault.transforms'}.multiline"
-    try:
-        multiline = importlib.import_module(name)
-    except ModuleNotFoundError as exc:  # tolerated only while multiline.py does not exist yet
-        if exc.name == name:
-            return [], []
-        raise
-    return list(getattr(multiline, "ASSEMBLERS", [])), list(getattr(multiline, "MULTILINE_TRIGGERS", []))
+    return list(multiline.ASSEMBLERS), list(multiline.MULTILINE_TRIGGERS), multiline.ENTRY_HEADER_TRIGGER
 
 
 # --------------------------------------------------------------------------------------------- extraction
@@ -609,11 +593,11 @@ def extract_events(
     """
     header_regex = None
     if assemblers is None or multiline_triggers is None:
-        ml_asm, ml_trig = _multiline()
+        ml_asm, ml_trig, ml_header = _multiline()
         assemblers = ml_asm if assemblers is None else assemblers
         if multiline_triggers is None:
             multiline_triggers = ml_trig
-            header_regex = _entry_header_trigger()
+            header_regex = ml_header
     assemblers = list(assemblers)
     patterns = list(patterns)
     triggers = sorted(set(trigger_literals(patterns)) | set(multiline_triggers or []))
