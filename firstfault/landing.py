@@ -28,6 +28,7 @@ from firstfault.connectors.lake import Lake
 from firstfault.connectors.local_files import LogFile, fingerprint, read_batches, resolve_logs, resolve_paths
 from firstfault.connectors.metrics_csv import METRICS_SCHEMA, read_metrics
 from firstfault.connectors.static_context import AttemptContext
+from firstfault.spill import SpillingFrames
 from firstfault.transforms.decorations import strip_decorations
 from firstfault.transforms.extract import EVENT_SCHEMA, LINE_SCHEMA, Pattern, conform_events, extract_events, trigger_literals
 from firstfault.transforms.lines import LineStats, split_lines
@@ -57,6 +58,9 @@ REPORT_SCHEMA = pa.schema(
 # A file whose first batch is mostly NUL-bearing or undecodable lines is binary, not a log.
 _BINARY_SHARE = 0.3
 _PREPARE_THREADS = 2
+_PIECES_PER_UNIT = 4
+# An attempt's candidate lines beyond this go to a temporary file until extraction (firstfault/spill.py).
+_CANDIDATES_IN_MEMORY = 8 << 20
 
 
 @dataclass
@@ -79,7 +83,14 @@ class _LogsLanded:
     ctx: AttemptContext
     result: LandingResult
     files: list[LogFile]
-    candidates: list[pl.DataFrame]
+    candidates: SpillingFrames
+    events: pl.DataFrame | None = None  # extracted from the candidates
+
+    def take_events(self) -> pl.DataFrame:
+        """The extracted events, handed over once, so that a big attempt's events are not held twice while its
+        final events table is built."""
+        events, self.events = self.events, None
+        return events
 
 
 def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pattern], settings: Landing = Landing(),
@@ -99,10 +110,10 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
 
     triggers = sorted(set(trigger_literals(patterns)) | set(MULTILINE_TRIGGERS))
     landed = [x for ctx in ctxs if (x := isolate(ctx, lambda: _land_logs(ctx, lake, triggers, settings, sources))) is not None]
-    extracted = _extract_together(landed, patterns, isolate)
+    _extract_together(landed, patterns, isolate)
     results = []
     for item in landed:
-        if item.ctx.attempt_id in extracted and isolate(item.ctx, lambda: _land_rest(item, extracted[item.ctx.attempt_id], lake)):
+        if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake)):
             results.append(item.result)
     return results
 
@@ -113,39 +124,39 @@ def _land_logs(ctx: AttemptContext, lake: Lake, triggers: list[str], settings: L
     files, missing = resolve_logs(ctx)
     for m in missing:
         result.reports.append(_report(ctx, "local_files", m.source, m.pattern, "missing", 0, m.reason))
-    candidates: list[pl.DataFrame] = []
+    candidates = SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY)
     result.log_rows = lake.write("logs", ctx.day, ctx.attempt_key, _land_files(ctx, files, triggers, candidates, settings, result),
                                  LOGS_SCHEMA)
     return _LogsLanded(ctx, result, files, candidates)
 
 
-def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolate) -> dict[str, pl.DataFrame]:
-    """Single-line and multi-line events of every attempt's candidate lines, by attempt id. When the joint pass
-    fails, each attempt is extracted alone, so only the attempt that breaks it fails."""
-    def extract(items: list[_LogsLanded]) -> dict[str, pl.DataFrame]:
-        frames = [c for item in items for c in item.candidates]
+def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolate) -> None:
+    """Single-line and multi-line events of every attempt's candidate lines, into each attempt's `events`; its
+    candidates are dropped once extracted. When the joint pass fails, each attempt is extracted alone, so only
+    the attempt that breaks it fails (and is left without events)."""
+    def extract(items: list[_LogsLanded]) -> None:
+        frames = [c for item in items for c in item.candidates.frames()]
         lines = pl.concat(frames, how="vertical_relaxed").lazy() if frames else pl.LazyFrame(schema=LINE_SCHEMA)
         events = extract_events(lines, patterns).collect()
         by_attempt = events.partition_by("attempt_id", as_dict=True, include_key=True) if events.height else {}
-        return {item.ctx.attempt_id: by_attempt.get((item.ctx.attempt_id,), events.clear()) for item in items}
+        for item in items:
+            item.events = by_attempt.get((item.ctx.attempt_id,), events.clear())
+            item.candidates = SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY)
 
     if len(landed) > 1:
         try:
-            return extract(landed)
+            extract(landed)
+            return
         except Exception:  # noqa: BLE001 - find the attempt that breaks it below
             pass
-    out: dict[str, pl.DataFrame] = {}
     for item in landed:
-        one = isolate(item.ctx, lambda: extract([item]))
-        if one is not None:
-            out.update(one)
-    return out
+        isolate(item.ctx, lambda: extract([item]))
 
 
-def _land_rest(item: _LogsLanded, extracted: pl.DataFrame, lake: Lake) -> bool:
+def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
     ctx, result, files = item.ctx, item.result, item.files
     metrics = _land_metrics(ctx, result)
-    events = _events(ctx, extracted, metrics, {f.uri: f.origin for f in files if f.origin})
+    events = _events(ctx, item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
     if fr_events.height:
         events = pl.concat([events, conform_events(fr_events.lazy()).collect()], how="vertical_relaxed")
@@ -209,7 +220,7 @@ class _FileState:
     reason: str | None = None
 
 
-def _land_files(ctx, files: list[LogFile], triggers, candidates, settings: Landing, result: LandingResult):
+def _land_files(ctx, files: list[LogFile], triggers, candidates: SpillingFrames, settings: Landing, result: LandingResult):
     """Yield the `logs` batches of every file, keep their candidate lines and report each file. Small files are
     normalised together in one frame (a polars plan costs ~15 ms to run whatever its size: most of it compiling
     regexes), big ones batch by batch; either way each file keeps its own clock, line numbers and report."""
@@ -232,7 +243,7 @@ def _land_files(ctx, files: list[LogFile], triggers, candidates, settings: Landi
                     if part is not None and part.height:
                         part, state.clock = anchor_file_clock(part, state.clock)
                         state.rows += part.height
-                        candidates.append(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
+                        candidates.add(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
                         yield from part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches()
             if piece.last:
                 result.reports.append(_file_report(ctx, piece.file, state))
@@ -261,7 +272,7 @@ def _pieces(files: list[LogFile], settings: Landing):
     for index, log_file in enumerate(files):
         previous: _Piece | None = None
         try:
-            for chunk, first_line, cut_bytes in read_batches(log_file.uri, settings.batch_bytes, settings.max_line_bytes):
+            for chunk, first_line, cut_bytes in read_batches(log_file.uri, _piece_bytes(settings), settings.max_line_bytes):
                 if previous is not None:
                     yield previous
                 previous = _Piece(index, log_file, chunk, first_line, cut_bytes, first=previous is None)
@@ -277,8 +288,14 @@ def _pieces(files: list[LogFile], settings: Landing):
             yield previous
 
 
+def _piece_bytes(settings: Landing) -> int:
+    """Files are read in quarters of a batch, so that units pack to nearly batch_bytes across file ends: the
+    working memory of a unit then depends on batch_bytes only, not on how the volume splits into files."""
+    return max(settings.batch_bytes // _PIECES_PER_UNIT, 1)
+
+
 def _units(files: list[LogFile], settings: Landing):
-    """Group consecutive pieces into units of at most batch_bytes (a big file's batch is a unit of its own)."""
+    """Group consecutive pieces into units of at most batch_bytes."""
     unit: list[_Piece] = []
     size = 0
     for piece in _pieces(files, settings):

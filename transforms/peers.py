@@ -34,12 +34,11 @@ def address_book(events: pl.LazyFrame, known: Sequence[tuple[str, str]]) -> pl.L
 
 
 def resolve_peers(events: pl.LazyFrame, nodes: Sequence[str], known: Sequence[tuple[str, str]]) -> pl.LazyFrame:
-    book = address_book(events, known).rename({"address": "_addr", "node": "_book_node"})
-    aliases = host_aliases(nodes)
-    with_key = events.with_row_index("_order").with_columns(_addr=normalize_address(pl.col("peer_addr")))
-    resolved = with_key.join(book, on="_addr", how="left").sort("_order")
-    by_name = resolve_host(pl.col("peer_addr"), aliases)
+    # the address book is small: a lookup, not a join, keeps the events in their order without a re-sort
+    book = address_book(events, known).collect()
+    by_address = normalize_address(pl.col("peer_addr")).replace_strict(
+        dict(zip(book["address"], book["node"])), default=None, return_dtype=pl.String
+    )
+    by_name = resolve_host(pl.col("peer_addr"), host_aliases(nodes))
     in_nodes = by_name.is_in(list(nodes))
-    return resolved.with_columns(
-        peer_node=pl.coalesce(pl.col("peer_node"), pl.col("_book_node"), pl.when(in_nodes).then(by_name))
-    ).drop("_order", "_addr", "_book_node")
+    return events.with_columns(peer_node=pl.coalesce(pl.col("peer_node"), by_address, pl.when(in_nodes).then(by_name)))
