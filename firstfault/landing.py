@@ -11,7 +11,7 @@ import json
 import logging
 import re
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,9 +158,8 @@ def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
     metrics = _land_metrics(ctx, result)
     events = _events(ctx, item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
-    if fr_events.height:
-        events = pl.concat([events, conform_events(fr_events.lazy()).collect()], how="vertical_relaxed")
-    result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, events.to_arrow(), events_arrow_schema())
+    schema = events_arrow_schema()
+    result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, _event_batches(events, fr_events, schema), schema)
     lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
     result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
     lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=most_common_gpu_model(events)), CONTEXT_SCHEMA)
@@ -376,7 +375,21 @@ def _events(ctx: AttemptContext, extracted: pl.DataFrame, metrics: pa.Table | No
         events = _staged_locators(events, origins)
     if metrics is not None and metrics.num_rows:  # metric anomalies are events too (transforms/metric_events.py)
         events = pl.concat([conform_events(events), metric_events(pl.from_arrow(metrics).lazy())], how="vertical_relaxed")
-    return events.sort("ts", "source", "uri", "line", "kind", nulls_last=True).collect()
+    return events.collect()
+
+
+_EVENT_ORDER = ("ts", "source", "uri", "line", "kind")
+_EVENT_ROWS_PER_BATCH = 16_384
+
+
+def _event_batches(events: pl.DataFrame, recorder_events: pl.DataFrame, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The `events` rows: those of logs and metrics in time order, then the flight recorder's. Gathered a slice
+    at a time, so an attempt with a hundred thousand events is not copied whole twice (sorted, then as Arrow)."""
+    order = events.select(pl.arg_sort_by(_EVENT_ORDER, nulls_last=True, maintain_order=True)).to_series()
+    for start in range(0, len(order), _EVENT_ROWS_PER_BATCH):
+        yield from events[order[start:start + _EVENT_ROWS_PER_BATCH]].to_arrow().cast(schema).to_batches()
+    if recorder_events.height:
+        yield from conform_events(recorder_events.lazy()).collect().to_arrow().cast(schema).to_batches()
 
 
 def _staged_locators(events: pl.LazyFrame, origins: dict[str, str]) -> pl.LazyFrame:
