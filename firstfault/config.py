@@ -24,7 +24,7 @@ class Attribution:
 
 @dataclass(frozen=True)
 class Landing:
-    batch_bytes: int = 64 * 1024 * 1024
+    batch_bytes: int = 16 * 1024 * 1024  # two in flight, ~7x their size each while normalised: ~600 MB peak
     max_line_bytes: int = 64 * 1024
     workers: int = 0  # processes landing attempts in parallel; 0 = one per core when the input is big
 
