@@ -61,10 +61,13 @@ _LAYERS = (
     # the kernel's syslog tag, after a syslog header or alone ("host kernel: ", "kernel: ")
     _Layer(rf"(?P<_kt_host>{_HOST}) kernel: "),
     _Layer(r"kernel: "),
-    # dmesg stamps: seconds since boot (+ caller tag T…/C…), --time-format=delta, dmesg -T
+    # dmesg stamps: seconds since boot (+ caller tag T…/C…; `dmesg -d` adds "<delta>"), dmesg -T, and the human
+    # mode (`dmesg -H`): a minute stamp "[Nov29 01:49]" when the minute changes, "+seconds" since the previous
+    # message in between
     _Layer(
-        r"\[(?: *(?P<_delta>\+)?(?P<_mono>\d+\.\d+)\] ?(?:\[ *[TC]\d+\] ?)?"
-        rf"|{_DOW} (?P<_dt_mon>{_MON}) +(?P<_dt_day>\d{{1,2}}) (?P<_dt_time>{_HMS}) (?P<_dt_year>\d{{4}})\] ?)"
+        r"\[(?: *(?P<_delta>\+)?(?P<_mono>\d+\.\d+)(?: <[ \d.]+>)?\] ?(?:\[ *[TC]\d+\] ?)?"
+        rf"|{_DOW} (?P<_dt_mon>{_MON}) +(?P<_dt_day>\d{{1,2}}) (?P<_dt_time>{_HMS}) (?P<_dt_year>\d{{4}})\] ?"
+        r"|(?P<_hm_mon>" + _MON + r")(?P<_hm_day>\d\d) (?P<_hm_time>(?:[01]\d|2[0-3]):[0-5]\d)\] ?)"
     ),
     _Layer(r"\[rank(?P<rank_prefix>\d{1,7})\]: ?"),
     # Python logging / DeepSpeed (",mmm"), NCCL >= 2.26 WARN (no fraction), Fabric Manager
@@ -96,7 +99,7 @@ STAMP_COLUMNS = (
     "_sy_mon", "_sy_day", "_sy_time", "_sy_frac",
     "_iso_date", "_iso_time", "_iso_frac", "_iso_off",
     "_kmsg_us", "_delta", "_mono",
-    "_dt_mon", "_dt_day", "_dt_time", "_dt_year",
+    "_dt_mon", "_dt_day", "_dt_time", "_dt_year", "_hm_mon", "_hm_day", "_hm_time",
     "_py_date", "_py_time", "_py_frac",
     "_fm_mon", "_fm_day", "_fm_year", "_fm_time",
     "_gl_md", "_gl_time", "_gl_frac",

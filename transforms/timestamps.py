@@ -53,7 +53,9 @@ _FORMS = (
     _Form("local", "_tr_time", date="_tr_date"),  # torchrun failure block
     _Form("year_inferred", "_sy_time", month_name="_sy_mon", day="_sy_day", frac="_sy_frac"),  # syslog
     _Form("year_inferred", "_gl_time", month_day="_gl_md", frac="_gl_frac"),  # glog
+    _Form("year_inferred", "_hm_time", month_name="_hm_mon", day="_hm_day"),  # dmesg -H minute stamp
 )
+_MINUTE_STAMP = len(_FORMS) - 1
 _PARTS = ("time", "date", "year", "month_name", "day", "month_day", "frac", "offset")
 _INTERNAL_COLUMNS = (
     "_form", *(f"_w_{part}" for part in _PARTS),
@@ -162,7 +164,9 @@ def _as_local_naive(t: datetime, tz: str) -> datetime:
 
 
 def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime, window_end: datetime) -> pl.LazyFrame:
-    """Add ``ts`` (UTC, naive µs), ``ts_quality`` and ``mono_s``; drop the stamp parts of ``strip_decorations``."""
+    """Add ``ts`` (UTC, naive µs), ``ts_quality``, ``mono_s`` and ``chain_s`` (dmesg -H: 0 on a minute stamp, the
+    seconds since the previous message on a "+seconds" line; ``anchor_file_clock`` chains them); drop the stamp
+    parts of ``strip_decorations``."""
     local_start, local_end = _as_local_naive(window_start, tz), _as_local_naive(window_end, tz)
     year = local_start.year
     month = pl.col("_month")
@@ -173,9 +177,14 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime, windo
     is_exact = pl.col("_form") == 0
     since_boot = pl.when(pl.col("_delta").is_null()).then(pl.col("_mono").cast(pl.Float64, strict=False))
     mono_s = pl.coalesce(since_boot, _to_int(pl.col("_kmsg_us")) / _US_PER_SECOND)
+    chain_s = (
+        pl.when(pl.col("_delta").is_not_null()).then(pl.col("_mono").cast(pl.Float64, strict=False))
+        .when(pl.col("_form") == _MINUTE_STAMP).then(pl.lit(0.0))
+    )  # fmt: skip
     # Stages materialise values used several times: polars would compute a repeated expression again.
     return (
-        lf.with_columns(_form=_winning_form())
+        lf.with_columns(_hm_time=pl.col("_hm_time") + ":00")  # minute resolution
+        .with_columns(_form=_winning_form())
         .with_columns(**{f"_w_{part}": _part_of_winner(part) for part in _PARTS})
         .with_columns(**_numbers())
         .with_columns(
@@ -192,6 +201,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime, windo
             .otherwise(_nearest_to_window(local_start, local_end))
             - pl.col("_offset_us").fill_null(0),
             mono_s=mono_s,
+            chain_s=chain_s,
         )
         .with_columns(
             ts=pl.when(is_exact).then(wall).otherwise(_local_to_utc(wall, tz)),
@@ -211,6 +221,7 @@ class FileClock:
 
     boot_time: datetime | None = None
     last_ts: datetime | None = None
+    chain_ts: datetime | None = None  # stamp of the last message of a dmesg -H chain that reaches the batch's end
 
 
 def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame, FileClock]:
@@ -226,6 +237,7 @@ def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame,
             ts=pl.when(anchored).then(pl.lit(boot_time, pl.Datetime("us")) + _since_boot()).otherwise(ts),
             ts_quality=pl.when(anchored).then(pl.lit("boot_anchored")).otherwise(quality),
         )
+    df, chain_ts = _chain_deltas(df, clock.chain_ts)
     previous = ts.forward_fill()
     if clock.last_ts is not None:
         previous = previous.fill_null(pl.lit(_naive_utc(clock.last_ts), pl.Datetime("us")))
@@ -236,7 +248,33 @@ def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame,
     )
     stamped = df.get_column("ts").drop_nulls()
     last_ts = stamped[-1] if len(stamped) else clock.last_ts
-    return df, FileClock(boot_time=boot_time, last_ts=last_ts)
+    return df, FileClock(boot_time=boot_time, last_ts=last_ts, chain_ts=chain_ts)
+
+
+def _chain_deltas(df: pl.DataFrame, chain_ts: datetime | None) -> tuple[pl.DataFrame, datetime | None]:
+    """dmesg -H: a minute stamp starts a chain and each "+seconds" line after it is the previous message plus its
+    seconds. Any other line ends the chain; a "+seconds" line outside a chain keeps no wall time. Returns the
+    frame and the chain that reaches its end (continued by the next batch of the file)."""
+    if df.height == 0:
+        return df, chain_ts
+    if chain_ts is None and df.get_column("chain_s").null_count() == df.height:
+        return df, None  # no dmesg -H lines: most files
+    chained, ts = pl.col("chain_s").is_not_null(), pl.col("ts")
+    head_ts = pl.when(chained & ts.is_not_null()).then(ts)
+    # segment 0: the lines that continue the previous batch's chain
+    df = df.with_columns(_segment=(~chained | ts.is_not_null()).cum_sum()).with_columns(
+        _base=pl.when(pl.col("_segment") == 0)
+        .then(pl.lit(_naive_utc(chain_ts) if chain_ts else None, pl.Datetime("us")))
+        .otherwise(head_ts.first().over("_segment")),
+        _offset=pl.col("chain_s").cum_sum().over("_segment"),
+    )
+    follows = chained & ts.is_null() & pl.col("_base").is_not_null()
+    df = df.with_columns(
+        ts=pl.when(follows).then(pl.col("_base") + pl.duration(microseconds=(pl.col("_offset") * _US_PER_SECOND).round().cast(pl.Int64))).otherwise(ts),
+        ts_quality=pl.when(follows).then(pl.lit("year_inferred")).otherwise(pl.col("ts_quality")),
+    ).drop("_segment", "_base", "_offset")
+    last = df.row(df.height - 1, named=True)
+    return df, last["ts"] if last["chain_s"] is not None else None
 
 
 def _infer_boot_time(df: pl.DataFrame) -> datetime | None:

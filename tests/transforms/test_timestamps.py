@@ -157,6 +157,20 @@ def test_monotonic_only_lines():
     assert frame.get_column("mono_s").to_list() == [5107.644336, 130.45625, 206.764307, None]
 
 
+def test_dmesg_human_minute_stamp_and_show_delta_forms():
+    frame = parse(
+        "[May18 19:02] NVRM: Xid (PCI:0000:2b:00): 79",
+        "[  +0.000844] NVRM: GPU has fallen off the bus.",
+        "[  966.503025 <    0.000844>] NVRM: Xid 79",  # dmesg -d: the bracket's first number is since boot
+    )
+    rows = frame.select("ts", "ts_quality", "mono_s", "chain_s").rows()
+    assert rows == [
+        (datetime(2025, 5, 18, 19, 2), "year_inferred", None, 0.0),
+        (None, "monotonic", None, 0.000844),
+        (None, "monotonic", 966.503025, None),
+    ]
+
+
 def test_syslog_header_wins_over_the_embedded_dmesg_stamp():
     got = parse("Nov 22 18:29:55 hostname kernel: [  966.503025] NVRM: Xid").row(0, named=True)
     assert (got["ts"], got["ts_quality"], got["mono_s"]) == (datetime(2024, 11, 22, 18, 29, 55), "year_inferred", 966.503025)
@@ -270,3 +284,23 @@ def test_empty_batch_keeps_the_clock():
     clock = FileClock(boot_time=datetime(2025, 5, 18, 19), last_ts=datetime(2025, 5, 18, 19, 5))
     frame, after = anchored([], clock)
     assert frame.height == 0 and after == clock
+
+
+def test_dmesg_human_deltas_chain_from_the_minute_stamp_across_batches():
+    minute = datetime(2025, 5, 18, 19, 2)
+    first, clock = anchored(["[May18 19:02] NVRM: Xid 79", "[  +0.500000] a", "[  +1.250000] b"], FileClock())
+    assert first.get_column("ts").to_list() == [minute, minute + timedelta(seconds=0.5), minute + timedelta(seconds=1.75)]
+    assert first.get_column("ts_quality").to_list() == ["year_inferred"] * 3
+    assert clock.chain_ts == minute + timedelta(seconds=1.75)
+
+    second, clock = anchored(["[  +0.250000] c", "no stamp"], clock, first_line=4)
+    assert second.get_column("ts").to_list() == [minute + timedelta(seconds=2)] * 2
+    assert second.get_column("ts_quality").to_list() == ["year_inferred", "inherited"]
+    assert clock.chain_ts is None  # any other line ends the chain
+
+
+def test_dmesg_human_deltas_outside_a_chain_keep_no_wall_time():
+    frame, clock = anchored(["[  +0.500000] before any minute stamp", "[2025-05-18 19:00:00,000] app", "[  +0.1] x"], FileClock())
+    assert frame.get_column("ts").to_list() == [None, datetime(2025, 5, 18, 19), None]
+    assert frame.get_column("ts_quality").to_list() == ["monotonic", "local", "monotonic"]
+    assert clock.chain_ts is None
