@@ -65,8 +65,16 @@ class Lake:
         return self.fs.unstrip_protocol(posixpath.join(self._root_path, table)) + "/*/*/*.parquet"
 
 
-# Free text never repeats: dictionary-encoding it only costs time.
-_FREE_TEXT = {"raw", "message", "msg", "text", "fields", "summary", "locator"}
+# Free text and per-row ids never repeat: dictionary-encoding them only costs time, and their min/max statistics
+# prune nothing.
+_UNIQUE_TEXT = {"raw", "message", "msg", "text", "fields", "summary", "locator", "event_id"}
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """Names, sources, kinds and the like repeat; line numbers and timestamps hardly do (encoding them costs time
+    and, measured on landed logs, makes the file bigger)."""
+    return [f.name for f in schema if f.name not in _UNIQUE_TEXT and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+                                                                     or pa.types.is_string_view(f.type) or pa.types.is_dictionary(f.type))]
 _ROWS_PER_GROUP = 256 * 1024
 _ROWS_PER_FILE = 4_000_000
 
@@ -85,7 +93,8 @@ class _PartitionWriter:
         self._sink = self.fs.open(posixpath.join(self.folder, f"part-{self.files}.parquet"), "wb")
         self._writer = pq.ParquetWriter(
             self._sink, self.schema, compression="zstd", compression_level=1,
-            use_dictionary=[f.name for f in self.schema if f.name not in _FREE_TEXT],
+            use_dictionary=_dictionary_columns(self.schema),
+            write_statistics=[f.name for f in self.schema if f.name not in _UNIQUE_TEXT],
         )
         self.files += 1
         self.file_rows = 0
