@@ -222,6 +222,7 @@ class FileClock:
     boot_time: datetime | None = None
     last_ts: datetime | None = None
     chain_ts: datetime | None = None  # stamp of the last message of a dmesg -H chain that reaches the batch's end
+    last_mono: float | None = None  # the last seconds-since-boot seen: a drop from it is a reboot
 
 
 def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame, FileClock]:
@@ -229,14 +230,31 @@ def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame,
 
     ``df`` is one batch of one file in line order, after ``parse_timestamps``.
     """
-    boot_time = _naive_utc(clock.boot_time) if clock.boot_time is not None else _infer_boot_time(df)
+    given = _naive_utc(clock.boot_time) if clock.boot_time is not None else None
+    segments = _boot_segments(df, clock.last_mono)
+    if segments is None:
+        boot_time = given or _infer_boot_time(df)
+        boot = None if boot_time is None else pl.lit(boot_time, pl.Datetime("us"))
+    else:
+        # the node rebooted inside the batch: each boot has its own boot time, inferred from its own lines; the
+        # known one belongs to the boot the batch starts in, and a boot with nothing to infer from stays unanchored
+        df = df.with_columns(_boot_segment=segments)
+        boots = [given or _infer_boot_time(df.filter(pl.col("_boot_segment") == 0))] + [
+            _infer_boot_time(df.filter(pl.col("_boot_segment") == k)) for k in range(1, segments.max() + 1)
+        ]
+        boot_time = boots[-1]
+        boot = pl.col("_boot_segment").replace_strict(dict(enumerate(boots)), default=None, return_dtype=pl.Datetime("us"))
     ts, quality = pl.col("ts"), pl.col("ts_quality")
-    if boot_time is not None:
-        anchored = quality.eq("monotonic") & pl.col("mono_s").is_not_null()
+    if boot is not None:
+        anchored = quality.eq("monotonic") & pl.col("mono_s").is_not_null() & boot.is_not_null()
         df = df.with_columns(
-            ts=pl.when(anchored).then(pl.lit(boot_time, pl.Datetime("us")) + _since_boot()).otherwise(ts),
+            ts=pl.when(anchored).then(boot + _since_boot()).otherwise(ts),
             ts_quality=pl.when(anchored).then(pl.lit("boot_anchored")).otherwise(quality),
         )
+    if segments is not None:
+        df = df.drop("_boot_segment")
+    monos = df.get_column("mono_s").drop_nulls()
+    last_mono = monos[-1] if len(monos) else clock.last_mono
     df, chain_ts = _chain_deltas(df, clock.chain_ts)
     previous = ts.forward_fill()
     if clock.last_ts is not None:
@@ -248,7 +266,23 @@ def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame,
     )
     stamped = df.get_column("ts").drop_nulls()
     last_ts = stamped[-1] if len(stamped) else clock.last_ts
-    return df, FileClock(boot_time=boot_time, last_ts=last_ts, chain_ts=chain_ts)
+    return df, FileClock(boot_time=boot_time, last_ts=last_ts, chain_ts=chain_ts, last_mono=last_mono)
+
+
+_REBOOT_DROP_S = 1.0  # seconds since boot going back by more than this (printk order across CPUs is far tighter)
+
+
+def _boot_segments(df: pl.DataFrame, last_mono: float | None) -> pl.Series | None:
+    """Which boot each line belongs to (0 = the one the batch starts in): seconds since boot drop at a reboot.
+    None when the node did not reboot within the batch (most batches)."""
+    mono = df.get_column("mono_s")
+    if mono.null_count() == df.height:
+        return None
+    previous = mono.forward_fill().shift(1)
+    if last_mono is not None:
+        previous = previous.fill_null(last_mono)
+    reboot = (mono < previous - _REBOOT_DROP_S).fill_null(False)
+    return reboot.cum_sum() if reboot.any() else None
 
 
 def _chain_deltas(df: pl.DataFrame, chain_ts: datetime | None) -> tuple[pl.DataFrame, datetime | None]:

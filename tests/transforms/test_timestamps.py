@@ -228,7 +228,7 @@ def test_boot_time_from_a_syslog_line_anchors_dmesg_stamps_across_batches():
     second, clock = anchored(["[  200.000001] NVRM: Xid 79", "NVRM: GPU has fallen off the bus."], clock, first_line=3)
     assert second.get_column("ts").to_list() == [boot + timedelta(seconds=200, microseconds=1)] * 2
     assert second.get_column("ts_quality").to_list() == ["boot_anchored", "inherited"]
-    assert clock == FileClock(boot_time=boot, last_ts=boot + timedelta(seconds=200, microseconds=1))
+    assert clock == FileClock(boot_time=boot, last_ts=boot + timedelta(seconds=200, microseconds=1), last_mono=200.000001)
 
 
 def test_boot_time_is_the_median_of_all_pairs():
@@ -255,7 +255,7 @@ def test_monotonic_without_boot_time_stays_monotonic():
     frame, clock = anchored(["[   10.000000] a", "b"], FileClock())
     assert frame.get_column("ts").to_list() == [None, None]
     assert frame.get_column("ts_quality").to_list() == ["monotonic", "none"]
-    assert clock == FileClock()
+    assert clock == FileClock(last_mono=10.0)
 
 
 def test_inherited_stamps_and_lines_before_any_stamp():
@@ -304,3 +304,36 @@ def test_dmesg_human_deltas_outside_a_chain_keep_no_wall_time():
     assert frame.get_column("ts").to_list() == [None, datetime(2025, 5, 18, 19), None]
     assert frame.get_column("ts_quality").to_list() == ["monotonic", "local", "monotonic"]
     assert clock.chain_ts is None
+
+
+def test_a_reboot_inside_a_kernel_log_starts_a_new_boot_time():
+    first_boot, second_boot = datetime(2025, 5, 18, 19, 1), datetime(2025, 5, 18, 19, 30)
+    frame, clock = anchored(
+        [
+            "May 18 19:02:40 n kernel: [  100.000000] before",
+            "[  110.000000] before, no wall clock",
+            "May 18 19:30:05 n kernel: [    5.000000] after the reboot",
+            "[    6.500000] after, no wall clock",
+        ],
+        FileClock(),
+    )
+    assert frame.get_column("ts").to_list()[1::2] == [first_boot + timedelta(seconds=110), second_boot + timedelta(seconds=6.5)]
+    assert clock.boot_time == second_boot and clock.last_mono == 6.5
+
+
+def test_after_a_reboot_without_a_wall_clock_lines_stay_monotonic():
+    boot = datetime(2025, 5, 18, 19)
+    frame, clock = anchored(["[  100.000000] a"], FileClock(boot_time=boot))
+    assert frame.get_column("ts").to_list() == [boot + timedelta(seconds=100)]
+    # the reboot falls between two batches: the given boot time belonged to the earlier boot
+    frame, clock = anchored(["[    2.000000] b", "[    3.000000] c"], clock, first_line=2)
+    assert frame.get_column("ts").to_list() == [None, None]
+    assert frame.get_column("ts_quality").to_list() == ["monotonic", "monotonic"]
+    assert clock.boot_time is None
+
+
+def test_printk_order_jitter_is_not_a_reboot():
+    boot = datetime(2025, 5, 18, 19)
+    frame, clock = anchored(["[  100.000500] a", "[  100.000100] b"], FileClock(boot_time=boot))
+    assert frame.get_column("ts_quality").to_list() == ["boot_anchored"] * 2
+    assert clock.boot_time == boot
