@@ -73,8 +73,10 @@ _UNIQUE_TEXT = {"raw", "message", "msg", "text", "fields", "summary", "locator",
 def _dictionary_columns(schema: pa.Schema) -> list[str]:
     """Names, sources, kinds and the like repeat; line numbers and timestamps hardly do (encoding them costs time
     and, measured on landed logs, makes the file bigger)."""
-    return [f.name for f in schema if f.name not in _UNIQUE_TEXT and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-                                                                     or pa.types.is_string_view(f.type) or pa.types.is_dictionary(f.type))]
+    text = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view, pa.types.is_dictionary)
+    return [f.name for f in schema if f.name not in _UNIQUE_TEXT and any(is_text(f.type) for is_text in text)]
+
+
 _ROWS_PER_GROUP = 256 * 1024
 _ROWS_PER_FILE = 4_000_000
 

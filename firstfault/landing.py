@@ -33,7 +33,7 @@ from firstfault.transforms.decorations import strip_decorations
 from firstfault.transforms.extract import EVENT_SCHEMA, LINE_SCHEMA, Pattern, conform_events, extract_events, trigger_literals
 from firstfault.transforms.lines import LineStats, split_lines
 from firstfault.transforms.metric_events import metric_events
-from firstfault.transforms.multiline import ENTRY_HEADER_TRIGGER, MULTILINE_TRIGGERS
+from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
 from firstfault.transforms.peers import resolve_peers
 from firstfault.transforms.placement import place_lines
 from firstfault.transforms.timestamps import FileClock, anchor_file_clock, parse_timestamps
@@ -335,7 +335,7 @@ def _prepare(ctx, unit: list[_Piece], trigger_regex: str, settings: Landing) -> 
     if not frames:
         return pl.DataFrame(), stats
     frame = _normalize(ctx, pl.concat(frames, how="vertical")).with_columns(
-        _candidate=pl.col("msg").str.contains(trigger_regex) | pl.col("msg").str.contains(ENTRY_HEADER_TRIGGER)
+        _candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))
     )
     return frame.collect(), stats
 

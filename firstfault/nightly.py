@@ -200,9 +200,8 @@ def make_shards(candidates: Sequence[Candidate], shards: int = 0) -> list[list[C
     if not groups:
         return []
     if shards <= 0:
-        # a DuckDB rule pass costs ~0.4 s plus ~20 ms per attempt and a shard's process start-up more, so shards are
-        # big; a few per core still
-        # balance the cores and bound what one failed shard loses
+        # a DuckDB rule pass costs ~0.4 s plus ~20 ms per attempt and a shard's process start-up more, so shards
+        # are big; a few per core still balance the cores and bound what one failed shard loses
         shards = max(os.cpu_count() or 1, math.ceil(len(candidates) / _ATTEMPTS_PER_SHARD))
     n = min(shards, len(groups))
     out: list[list[Candidate]] = [[] for _ in range(n)]

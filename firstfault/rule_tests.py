@@ -11,7 +11,6 @@ import pyarrow as pa
 import yaml
 
 from firstfault import yamlio
-
 from firstfault.config import Config, LakeSettings, PatternSettings, RuleSettings, WarehouseSettings
 from firstfault.connectors.static_context import context_from_dict
 from firstfault.errors import BadInput

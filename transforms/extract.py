@@ -563,12 +563,12 @@ def _postprocess(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _multiline() -> tuple[list[Callable[[pl.LazyFrame], pl.LazyFrame]], list[str], str]:
-    """ASSEMBLERS, MULTILINE_TRIGGERS and ENTRY_HEADER_TRIGGER of transforms/multiline.py (imported on use: that
-    module imports this one)."""
+def _multiline() -> tuple[list[Callable[[pl.LazyFrame], pl.LazyFrame]], list[str], Callable[[pl.Expr], pl.Expr]]:
+    """ASSEMBLERS, MULTILINE_TRIGGERS and or_entry_header of transforms/multiline.py (imported on use: that module
+    imports this one)."""
     from . import multiline
 
-    return list(multiline.ASSEMBLERS), list(multiline.MULTILINE_TRIGGERS), multiline.ENTRY_HEADER_TRIGGER
+    return list(multiline.ASSEMBLERS), list(multiline.MULTILINE_TRIGGERS), multiline.or_entry_header
 
 
 # --------------------------------------------------------------------------------------------- extraction
@@ -591,13 +591,12 @@ def extract_events(
     group a trigger filter, the group's regexes on the rows holding their triggers, ``str.extract_groups`` and a
     projection into EVENT_SCHEMA. No per-line Python.
     """
-    header_regex = None
+    with_headers = None
     if assemblers is None or multiline_triggers is None:
-        ml_asm, ml_trig, ml_header = _multiline()
+        ml_asm, ml_trig, ml_headers = _multiline()
         assemblers = ml_asm if assemblers is None else assemblers
         if multiline_triggers is None:
-            multiline_triggers = ml_trig
-            header_regex = ml_header
+            multiline_triggers, with_headers = ml_trig, ml_headers
     assemblers = list(assemblers)
     patterns = list(patterns)
     triggers = sorted(set(trigger_literals(patterns)) | set(multiline_triggers or []))
@@ -608,8 +607,8 @@ def extract_events(
     missing = [c for c in LINE_SCHEMA if c not in names]
     lines = lines.with_columns([pl.lit(None).cast(LINE_SCHEMA[c]).alias(c) for c in missing]) if missing else lines
     keep = pl.col("msg").str.contains_any(triggers).fill_null(False)
-    if header_regex:
-        keep = keep | pl.col("msg").str.contains(header_regex).fill_null(False)
+    if with_headers:
+        keep = with_headers(keep)
     cand = lines.select([pl.col(c).cast(t, strict=False) for c, t in LINE_SCHEMA.items()]).filter(keep)
     return cand.map_batches(
         lambda df: _extract_df(df, patterns, assemblers),

@@ -35,6 +35,7 @@ __all__ = [
     "MULTILINE_TRIGGERS",
     "ENTRY_HEADER_TRIGGER",
     "is_multiline_candidate",
+    "or_entry_header",
     "ASSEMBLERS",
     "assemble_python_exceptions",
     "assemble_torchrun_failures",
@@ -88,9 +89,16 @@ _LAST_ERROR_TRIGGERS = [
 MULTILINE_TRIGGERS: list[str] = sorted(set(_TRACEBACK_TRIGGERS + _TORCHRUN_TRIGGERS + _LAST_ERROR_TRIGGERS))
 
 
+def or_entry_header(keep: pl.Expr, msg: pl.Expr | None = None) -> pl.Expr:
+    """``keep`` (a trigger test on ``msg``), or the line is a torchrun `[i]:` entry header: every candidate filter
+    that feeds the assemblers adds the headers this way."""
+    msg = pl.col("msg") if msg is None else msg
+    return keep.fill_null(False) | msg.str.contains(ENTRY_HEADER_TRIGGER).fill_null(False)
+
+
 def is_multiline_candidate(msg: pl.Expr) -> pl.Expr:
     """Whether a line belongs in the candidate frame of the assemblers."""
-    return msg.str.contains_any(MULTILINE_TRIGGERS).fill_null(False) | msg.str.contains(ENTRY_HEADER_TRIGGER).fill_null(False)
+    return or_entry_header(msg.str.contains_any(MULTILINE_TRIGGERS), msg)
 
 # ------------------------------------------------------------------------------------------ helpers
 
@@ -111,9 +119,7 @@ def _prepare(cand: pl.LazyFrame, triggers: list[str] | None = None, *, entry_hea
     `_body` (msg without a `[rankN]: ` prefix) and `_srank` (the stream's rank), sort by file and line."""
     if triggers is not None:
         keep = pl.col("msg").str.contains_any(triggers).fill_null(False)
-        if entry_headers:
-            keep = keep | pl.col("msg").str.contains(ENTRY_HEADER_TRIGGER).fill_null(False)
-        cand = cand.filter(keep)
+        cand = cand.filter(or_entry_header(keep) if entry_headers else keep)
     msg = pl.col("msg").fill_null("")
     return cand.with_columns(
         _body=msg.str.replace(_RANK_PREFIX_RE, ""),
