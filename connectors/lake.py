@@ -32,22 +32,25 @@ class Lake:
         return self.fs.unstrip_protocol(self.partition_path(table, day, key))
 
     def write(self, table: str, day: str, key: str, batches: Iterable[pa.RecordBatch] | pa.Table, schema: pa.Schema) -> int:
-        """Replace one attempt's partition of `table` with `batches` (streamed); return the row count. Files are
-        written directly (pyarrow's write_dataset costs ~80 ms of set-up per call, more than most partitions take);
-        a partition with no rows still gets one empty file, so readers see its schema."""
+        """Replace one attempt's partition of `table` with `batches` (streamed); return the row count."""
+        if isinstance(batches, pa.Table):
+            schema, batches = batches.schema, batches.to_batches(max_chunksize=_ROWS_PER_GROUP)
+        with self.partition_writer(table, day, key, schema) as writer:
+            for batch in batches:
+                writer.write(batch)
+        return writer.rows
+
+    def partition_writer(self, table: str, day: str, key: str, schema: pa.Schema) -> "PartitionWriter":
+        """A writer that replaces one attempt's partition of `table`: the old files go now, `write` appends
+        batches, `close` finishes (idempotent). Files are written directly (pyarrow's write_dataset costs ~80 ms of
+        set-up per call, more than most partitions take); a partition with no rows still gets one empty file, so
+        readers see its schema."""
         path = self.partition_path(table, day, key)
         if self.fs.exists(path):
             # delete first: a re-land with fewer files must not leave the old ones behind
             self.fs.rm(path, recursive=True)
         self.fs.makedirs(path, exist_ok=True)
-        if isinstance(batches, pa.Table):
-            schema, batches = batches.schema, batches.to_batches(max_chunksize=_ROWS_PER_GROUP)
-        rows = 0
-        with _PartitionWriter(self.fs, path, schema) as writer:
-            for batch in batches:
-                writer.write(batch)
-                rows += batch.num_rows
-        return rows
+        return PartitionWriter(self.fs, path, schema)
 
     def files(self, table: str, day: str, key: str) -> list[str]:
         path = self.partition_path(table, day, key)
@@ -81,17 +84,19 @@ _ROWS_PER_GROUP = 256 * 1024
 _ROWS_PER_FILE = 4_000_000
 
 
-class _PartitionWriter:
+class PartitionWriter:
     """part-0.parquet, part-1.parquet, ... of one partition, a new file every _ROWS_PER_FILE rows."""
 
     def __init__(self, fs, folder: str, schema: pa.Schema):
         self.fs, self.folder, self.schema = fs, folder, schema
         self.files = 0
         self.file_rows = 0
+        self.rows = 0
+        self.closed = False
         self._sink = self._writer = None
 
     def _open(self) -> None:
-        self.close()
+        self._finish_file()
         self._sink = self.fs.open(posixpath.join(self.folder, f"part-{self.files}.parquet"), "wb")
         self._writer = pq.ParquetWriter(
             self._sink, self.schema, compression="zstd", compression_level=1,
@@ -102,21 +107,30 @@ class _PartitionWriter:
         self.file_rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
+        if self.closed:
+            raise ValueError(f"partition {self.folder} is already closed")
         if self._writer is None or self.file_rows >= _ROWS_PER_FILE:
             self._open()
         self._writer.write_batch(batch, row_group_size=_ROWS_PER_GROUP)
         self.file_rows += batch.num_rows
+        self.rows += batch.num_rows
 
-    def close(self) -> None:
+    def _finish_file(self) -> None:
         if self._writer is not None:
             self._writer.close()
             self._sink.close()
             self._writer = self._sink = None
 
-    def __enter__(self) -> "_PartitionWriter":
+    def close(self) -> None:
+        if self.closed:
+            return
+        if self.files == 0:
+            self._open()  # an empty partition still carries its schema
+        self._finish_file()
+        self.closed = True
+
+    def __enter__(self) -> "PartitionWriter":
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.files == 0:
-            self._open()  # an empty partition still carries its schema
         self.close()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from datetime import timezone
+from datetime import datetime, timezone
 
 import fsspec
 import polars as pl
@@ -35,8 +35,8 @@ from firstfault.transforms.lines import LineStats, split_lines
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
 from firstfault.transforms.peers import resolve_peers
-from firstfault.transforms.placement import place_lines
-from firstfault.transforms.timestamps import FileClock, anchor_file_clock, parse_timestamps
+from firstfault.transforms.placement import place_attempt_lines
+from firstfault.transforms.timestamps import FileClock, anchor_file_clock, anchor_files, local_window, parse_timestamps
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +96,10 @@ class _LogsLanded:
 def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pattern], settings: Landing = Landing(),
                   sources: Sequence[SourceConnector] = (),
                   on_error: Callable[[AttemptContext, Exception], None] | None = None) -> list[LandingResult]:
-    """Land several attempts: logs attempt by attempt, then the events of all of them in one extraction (its cost
-    is mostly per call, not per line), then the rest of each attempt. An attempt that fails is handed to
-    `on_error` and left out of the results; without `on_error` the error propagates."""
+    """Land several attempts: the logs of all of them in one pass (a normalisation plan costs ~40 ms to run
+    whatever its size, so units of lines span attempts), then the events of all of them in one extraction, then
+    the rest of each attempt. An attempt that fails is handed to `on_error` and left out of the results; without
+    `on_error` the error propagates."""
     def isolate(ctx: AttemptContext, step: Callable[[], Any]) -> Any:
         if on_error is None:
             return step()
@@ -109,7 +110,8 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
             return None
 
     triggers = sorted(set(trigger_literals(patterns)) | set(MULTILINE_TRIGGERS))
-    landed = [x for ctx in ctxs if (x := isolate(ctx, lambda: _land_logs(ctx, lake, triggers, settings, sources))) is not None]
+    resolved = [x for ctx in ctxs if (x := isolate(ctx, lambda: _resolve(ctx, lake, sources))) is not None]
+    landed = _land_logs_together(resolved, lake, triggers, settings, isolate)
     _extract_together(landed, patterns, isolate)
     results = []
     for item in landed:
@@ -118,16 +120,66 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
     return results
 
 
-def _land_logs(ctx: AttemptContext, lake: Lake, triggers: list[str], settings: Landing, sources) -> _LogsLanded:
+def _resolve(ctx: AttemptContext, lake: Lake, sources) -> _LogsLanded:
+    """Stage the attempt's remote sources and find its log files; report what is missing."""
     result = LandingResult(ctx.attempt_id)
     ctx = _stage_sources(ctx, lake, sources, result)
     files, missing = resolve_logs(ctx)
     for m in missing:
         result.reports.append(_report(ctx, "local_files", m.source, m.pattern, "missing", 0, m.reason))
-    candidates = SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY)
-    result.log_rows = lake.write("logs", ctx.day, ctx.attempt_key, _land_files(ctx, files, triggers, candidates, settings, result),
-                                 LOGS_SCHEMA)
-    return _LogsLanded(ctx, result, files, candidates)
+    return _LogsLanded(ctx, result, files, SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY))
+
+
+def _land_logs_together(items: list[_LogsLanded], lake: Lake, triggers: list[str], settings: Landing, isolate) -> list[_LogsLanded]:
+    """The `logs` of every attempt in one pass; when it fails, each attempt is landed alone, so only the attempt
+    that breaks it fails."""
+    if len(items) > 1:
+        try:
+            _land_logs(items, lake, triggers, settings)
+            return items
+        except Exception:  # noqa: BLE001 - find the attempt that breaks it below
+            pass
+    return [item for item in items if isolate(item.ctx, lambda: _land_logs([item], lake, triggers, settings) or True)]
+
+
+def _land_logs(items: list[_LogsLanded], lake: Lake, triggers: list[str], settings: Landing) -> None:
+    """Write each attempt's `logs` partition, keep its candidate lines and report each of its files. Nothing of an
+    item changes unless the whole pass succeeds (a failed joint pass is retried attempt by attempt)."""
+    files = [(position, index, log_file) for position, item in enumerate(items) for index, log_file in enumerate(item.files)]
+    last_file = {position: g for g, (position, _, _) in enumerate(files)}  # each attempt's last file (global index)
+    candidates = [SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY) for _ in items]
+    reports: list[list[dict]] = [[] for _ in items]
+    rows = [0] * len(items)
+    writers: dict[int, Any] = {}
+
+    def writer(position: int):
+        if position not in writers:
+            ctx = items[position].ctx
+            writers[position] = lake.partition_writer("logs", ctx.day, ctx.attempt_key, LOGS_SCHEMA)
+        return writers[position]
+
+    try:
+        for frame, file_rows, closed in _landed_units(items, files, triggers, settings, reports):
+            if frame.height:
+                for (position,), part in frame.partition_by("_attempt", as_dict=True, maintain_order=True).items():
+                    candidates[position].add(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
+                    for batch in part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches():
+                        writer(position).write(batch)
+            for g, n in file_rows.items():
+                rows[files[g][0]] += n
+            for g in closed:
+                position = files[g][0]
+                if last_file[position] == g:
+                    writer(position).close()
+        for position in range(len(items)):
+            writer(position).close()  # an attempt without lines still gets its (empty) partition
+    finally:
+        for w in writers.values():
+            w.close()
+    for position, item in enumerate(items):
+        item.result.reports.extend(reports[position])
+        item.result.log_rows = rows[position]
+        item.candidates = candidates[position]
 
 
 def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolate) -> None:
@@ -219,33 +271,49 @@ class _FileState:
     reason: str | None = None
 
 
-def _land_files(ctx, files: list[LogFile], triggers, candidates: SpillingFrames, settings: Landing, result: LandingResult):
-    """Yield the `logs` batches of every file, keep their candidate lines and report each file. Small files are
-    normalised together in one frame (a polars plan costs ~15 ms to run whatever its size: most of it compiling
-    regexes), big ones batch by batch; either way each file keeps its own clock, line numbers and report."""
+def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]], triggers, settings: Landing,
+                  reports: list[list[dict]]):
+    """The lines of every file, a unit at a time: normalised, stamped with each file's clock, the lines of binary
+    or unreadable files left out. Yields (frame, rows landed per file, files that ended in the unit); each file's
+    report goes to `reports` of its attempt when it ends. Files are globally indexed across the attempts; each
+    keeps its own clock, line numbers and report."""
     trigger_regex = _literal_alternation(triggers)
+    ctxs = [item.ctx for item in items]
     states: dict[int, _FileState] = {}
-    for unit, (frame, piece_stats) in _prepared_units(ctx, files, trigger_regex, settings):
-        parts = frame.partition_by("_piece", as_dict=True, maintain_order=True, include_key=False) if frame.height else {}
+    for unit, (frame, piece_stats) in _prepared_units(ctxs, files, trigger_regex, settings):
+        kept, closed = [], []
         for position, (piece, stats) in enumerate(zip(unit, piece_stats)):
-            state = states.setdefault(piece.index, _FileState(FileClock(boot_time=dict(ctx.boot_times).get(piece.file.node))))
+            attempt, _, log_file = files[piece.index]
+            state = states.get(piece.index)
+            if state is None:
+                state = states[piece.index] = _FileState(FileClock(boot_time=dict(ctxs[attempt].boot_times).get(log_file.node)))
             if piece.error is not None:
                 if state.status == "ok":
                     state.status, state.reason = "error", piece.error
-                    log.warning("cannot read %s: %s", piece.file.uri, piece.error)
+                    log.warning("cannot read %s: %s", log_file.uri, piece.error)
             elif state.status == "ok":
                 state.stats.add(stats)
                 if piece.first and stats.lines and (stats.binary + stats.malformed) / stats.lines > _BINARY_SHARE:
                     state.status, state.reason = "skipped", "binary content, not a text log"
                 else:
-                    part = parts.get((position,))
-                    if part is not None and part.height:
-                        part, state.clock = anchor_file_clock(part, state.clock)
-                        state.rows += part.height
-                        candidates.add(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
-                        yield from part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches()
+                    kept.append(position)
+        if frame.height and len(kept) < len(unit):
+            frame = frame.filter(pl.col("_piece").is_in(kept))
+        file_rows: dict[int, int] = {}
+        if frame.height:
+            frame, clocks = anchor_files(frame, {g: states[g].clock for g in set(p.index for p in unit)})
+            for g, clock in clocks.items():
+                states[g].clock = clock
+            counted = frame.get_column("_file").value_counts()
+            file_rows = dict(zip(counted.get_column("_file").to_list(), counted.get_column("count").to_list()))
+            for g, n in file_rows.items():
+                states[g].rows += n
+        for piece in unit:
             if piece.last:
-                result.reports.append(_file_report(ctx, piece.file, state))
+                attempt, _, log_file = files[piece.index]
+                reports[attempt].append(_file_report(ctxs[attempt], log_file, states.pop(piece.index)))
+                closed.append(piece.index)
+        yield frame, file_rows, closed
 
 
 def _owning_strings(frame: pl.DataFrame) -> pl.DataFrame:
@@ -265,10 +333,10 @@ def _file_report(ctx, log_file: LogFile, state: _FileState) -> dict:
     return _report(ctx, "local_files", log_file.source, log_file.uri, status, state.rows, reason, _safe_fingerprint(log_file.uri), stats)
 
 
-def _pieces(files: list[LogFile], settings: Landing):
+def _pieces(files: list[tuple[int, int, LogFile]], settings: Landing):
     """Every file's chunks in order, the first and last of each marked; a file that cannot be read (or turns out
     corrupt, e.g. a truncated .gz) ends with an error piece after what could be read."""
-    for index, log_file in enumerate(files):
+    for index, (_, _, log_file) in enumerate(files):
         previous: _Piece | None = None
         try:
             for chunk, first_line, cut_bytes in read_batches(log_file.uri, _piece_bytes(settings), settings.max_line_bytes):
@@ -293,7 +361,7 @@ def _piece_bytes(settings: Landing) -> int:
     return max(settings.batch_bytes // _PIECES_PER_UNIT, 1)
 
 
-def _units(files: list[LogFile], settings: Landing):
+def _units(files: list[tuple[int, int, LogFile]], settings: Landing):
     """Group consecutive pieces into units of at most batch_bytes."""
     unit: list[_Piece] = []
     size = 0
@@ -307,13 +375,13 @@ def _units(files: list[LogFile], settings: Landing):
         yield unit
 
 
-def _prepared_units(ctx, files: list[LogFile], trigger_regex: str, settings: Landing):
+def _prepared_units(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], trigger_regex: str, settings: Landing):
     """Split and normalise the units, two at a time: polars releases the GIL, so the next unit is prepared on
     the other core while this one is written. At most two units are in flight (bounded memory)."""
     in_flight: deque[tuple[list[_Piece], Future]] = deque()
     with ThreadPoolExecutor(max_workers=_PREPARE_THREADS) as pool:
         for unit in _units(files, settings):
-            in_flight.append((unit, pool.submit(_prepare, ctx, unit, trigger_regex, settings)))
+            in_flight.append((unit, pool.submit(_prepare, ctxs, files, unit, trigger_regex, settings)))
             if len(in_flight) >= _PREPARE_THREADS:
                 unit, future = in_flight.popleft()
                 yield unit, future.result()
@@ -322,7 +390,8 @@ def _prepared_units(ctx, files: list[LogFile], trigger_regex: str, settings: Lan
             yield unit, future.result()
 
 
-def _prepare(ctx, unit: list[_Piece], trigger_regex: str, settings: Landing) -> tuple[pl.DataFrame, list[LineStats]]:
+def _prepare(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], unit: list[_Piece], trigger_regex: str,
+             settings: Landing) -> tuple[pl.DataFrame, list[LineStats]]:
     frames, stats = [], []
     for position, piece in enumerate(unit):
         if piece.error is not None or not piece.chunk:
@@ -331,13 +400,12 @@ def _prepare(ctx, unit: list[_Piece], trigger_regex: str, settings: Landing) -> 
         lines, piece_stats = split_lines(piece.chunk, piece.first_line, settings.max_line_bytes)
         piece_stats.truncated += bool(piece.cut_bytes) and not piece_stats.truncated
         stats.append(piece_stats)
-        frames.append(_with_file_columns(lines, piece.index, piece.file).with_columns(_piece=pl.lit(position, pl.Int32)))
+        attempt, index, log_file = files[piece.index]
+        frames.append(_with_file_columns(lines, index, log_file, attempt, piece.index).with_columns(_piece=pl.lit(position, pl.Int32)))
     if not frames:
         return pl.DataFrame(), stats
-    frame = _normalize(ctx, pl.concat(frames, how="vertical")).with_columns(
-        _candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))
-    )
-    return frame.collect(), stats
+    frame = _normalize(ctxs, pl.concat(frames, how="vertical"))
+    return frame.with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))), stats
 
 
 def _literal_alternation(literals) -> str:
@@ -345,27 +413,51 @@ def _literal_alternation(literals) -> str:
     return "|".join(re.escape(t) for t in sorted(literals, key=len, reverse=True))
 
 
-def _with_file_columns(lines: pl.DataFrame, index: int, log_file: LogFile) -> pl.DataFrame:
-    """What normalisation needs to know of the file a line comes from, as columns (files are normalised together)."""
+def _with_file_columns(lines: pl.DataFrame, index: int, log_file: LogFile, attempt: int = 0, file: int = 0) -> pl.DataFrame:
+    """What normalisation needs to know of the file a line comes from, as columns (files of several attempts are
+    normalised together): `file_index` numbers the files of the attempt, `_file` those of the whole pass, and
+    `_attempt` is the attempt's position in the pass."""
     return lines.with_columns(
         source=pl.lit(log_file.source), uri=pl.lit(log_file.uri), file_index=pl.lit(index, pl.Int32),
         _file_node=pl.lit(log_file.node, pl.String), _file_rank=pl.lit(log_file.rank, pl.Int32),
-        _label=pl.lit(log_file.label, pl.String),
+        _label=pl.lit(log_file.label, pl.String), _attempt=pl.lit(attempt, pl.Int32), _file=pl.lit(file, pl.Int32),
     )
 
 
-def _normalize(ctx: AttemptContext, lines: pl.DataFrame) -> pl.LazyFrame:
-    window_end = ctx.end or ctx.start
+def _normalize(ctxs: Sequence[AttemptContext], lines: pl.DataFrame) -> pl.DataFrame:
+    """Strip, stamp and place the lines of the attempts `ctxs` (each line's `_attempt` indexes them), in one plan
+    per time zone (the attempts of a fleet mostly share one)."""
+    by_zone: dict[str, list[int]] = {}
+    for position, ctx in enumerate(ctxs):
+        by_zone.setdefault(ctx.timezone, []).append(position)
+    if len(by_zone) == 1:
+        return _normalize_zone(ctxs, lines, next(iter(by_zone))).collect()
+    present = set(lines.get_column("_attempt").unique().to_list())
+    parts = [
+        _normalize_zone(ctxs, lines.filter(pl.col("_attempt").is_in(positions)), tz).collect()
+        for tz, positions in by_zone.items() if present.intersection(positions)
+    ]
+    return pl.concat(parts, how="vertical").sort(["_file", "line"], maintain_order=True)
+
+
+def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str) -> pl.LazyFrame:
+    def per_attempt(values: dict[int, Any], dtype: pl.DataType) -> pl.Expr:
+        return pl.col("_attempt").replace_strict(values, default=None, return_dtype=dtype)
+
+    def wall(t: datetime) -> datetime:
+        return local_window(t, tz)
+
+    starts = {i: wall(c.start) for i, c in enumerate(ctxs)}
+    ends = {i: wall(c.end or c.start) for i, c in enumerate(ctxs)}
     lf = strip_decorations(lines.lazy())
-    lf = parse_timestamps(
-        lf, tz=ctx.timezone, window_start=ctx.start.astimezone(timezone.utc).replace(tzinfo=None),
-        window_end=window_end.astimezone(timezone.utc).replace(tzinfo=None),
+    lf = parse_timestamps(lf, tz=tz, window_start=per_attempt(starts, pl.Datetime("us")),
+                          window_end=per_attempt(ends, pl.Datetime("us")))
+    lf = place_attempt_lines(
+        lf, [(c.nodes, c.rank_map()) for c in ctxs], pl.col("_attempt"), file_node=pl.col("_file_node"),
+        file_rank=pl.col("_file_rank"), label_mode=pl.col("_label"),
     )
-    lf = place_lines(
-        lf, nodes=ctx.nodes, rank_map=ctx.rank_map(), file_node=pl.col("_file_node"), file_rank=pl.col("_file_rank"),
-        label_mode=pl.col("_label"),
-    )
-    return lf.with_columns(attempt_id=pl.lit(ctx.attempt_id)).drop("_file_node", "_file_rank", "_label")
+    return lf.with_columns(attempt_id=per_attempt({i: c.attempt_id for i, c in enumerate(ctxs)}, pl.String)).drop(
+        "_file_node", "_file_rank", "_label")
 
 
 def _events(ctx: AttemptContext, extracted: pl.DataFrame, metrics: pa.Table | None = None,
@@ -504,6 +596,6 @@ def events_from_lines(lines: list[str], source: str = "applog", *, node: str | N
     )
     log_file = LogFile(source, "mem://lines", node, None, "rank", "<lines>")
     frame, _ = split_lines(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"), 1, Landing().max_line_bytes)
-    frame, _ = anchor_file_clock(_normalize(ctx, _with_file_columns(frame, 0, log_file)).collect(), FileClock())
+    frame, _ = anchor_file_clock(_normalize([ctx], _with_file_columns(frame, 0, log_file)), FileClock())
     events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
     return resolve_peers(events, ctx.nodes, ctx.addresses).collect()

@@ -35,37 +35,77 @@ def place_lines(
     file_rank: int | None | pl.Expr,
     label_mode: str | pl.Expr,
 ) -> pl.LazyFrame:
+    """Add `node`, `rank`, `local_rank` to the lines of one attempt (see `place_attempt_lines`)."""
+    return place_attempt_lines(lf, [(nodes, rank_map)], pl.lit(0, pl.Int64), file_node=file_node, file_rank=file_rank,
+                               label_mode=label_mode)
+
+
+# Integer lookup keys of several attempts: attempt index * _SPAN + rank (or srun label); both stay below 2**31.
+_SPAN = 1 << 32
+
+
+def place_attempt_lines(
+    lf: pl.LazyFrame,
+    attempts: Sequence[tuple[Sequence[str], Sequence[tuple[int, str, int]]]],
+    attempt: pl.Expr,
+    *,
+    file_node: str | None | pl.Expr,
+    file_rank: int | None | pl.Expr,
+    label_mode: str | pl.Expr,
+) -> pl.LazyFrame:
     """Add `node`, `rank`, `local_rank` from srun labels, `[rankN]:` and NCCL prefixes, the file and the rank map.
+
+    `attempts` holds each attempt's (nodes, rank map); `attempt` gives each line's index into it, so the lines of
+    many attempts are placed in one frame (a plan costs the same whatever the number of attempts).
 
     Precedence for the rank: `[rankN]:` > srun label (when labels are ranks) > NCCL `[dev]` on its node > file name.
     Node: the file's node > NCCL host > srun label (when labels are node indexes) > the rank's node > syslog host.
     """
-    aliases = host_aliases(nodes)
-    rank_node = {r: n for r, n, _ in rank_map}
-    rank_local = {r: lr for r, _, lr in rank_map}
-    device_rank = {f"{n}#{lr}": r for r, n, lr in rank_map}
+    aliases, rank_node, rank_local, device_rank, label_node_of = {}, {}, {}, {}, {}
+    for i, (nodes, rank_map) in enumerate(attempts):
+        for alias, node in zip(*host_aliases(nodes).get_columns()):
+            aliases[f"{i}#{alias}"] = node
+        label_node_of.update({i * _SPAN + k: n for k, n in enumerate(nodes)})
+        for r, n, lr in rank_map:
+            rank_node[i * _SPAN + r] = n
+            rank_local[i * _SPAN + r] = lr
+            device_rank[f"{i}#{n}#{lr}"] = r
+    attempt = attempt.cast(pl.Int64)
+    prefix = attempt.cast(pl.String) + "#"
+
+    def keyed(value: pl.Expr) -> pl.Expr:
+        return attempt * _SPAN + value.cast(pl.Int64)
+
+    def host(expr: pl.Expr) -> pl.Expr:  # exact or short name of a node of the line's attempt, else the host itself
+        lower = expr.str.to_lowercase()
+        return pl.coalesce(
+            (prefix + lower).replace_strict(aliases, default=None, return_dtype=pl.String),
+            (prefix + lower.str.split(".").list.first()).replace_strict(aliases, default=None, return_dtype=pl.String),
+            expr,
+        )
+
     # file-level facts are literals for one file, columns when several files are placed in one frame
     mode = label_mode if isinstance(label_mode, pl.Expr) else pl.lit(label_mode, pl.String)
     file_rank = file_rank if isinstance(file_rank, pl.Expr) else pl.lit(file_rank, pl.Int32)
     file_node = file_node if isinstance(file_node, pl.Expr) else pl.lit(file_node, pl.String)
     label_rank = pl.when(mode == "rank").then(pl.col("srun_label"))
     label_node = pl.when(mode == "node").then(
-        pl.col("srun_label").replace_strict(dict(enumerate(nodes)), default=None, return_dtype=pl.String)
+        keyed(pl.col("srun_label")).replace_strict(label_node_of, default=None, return_dtype=pl.String)
     )
     direct_rank = pl.coalesce(pl.col("rank_prefix"), label_rank, file_rank).cast(pl.Int32)
     lf = lf.with_columns(_rank_direct=direct_rank).with_columns(
         node=pl.coalesce(
             file_node.cast(pl.String),
-            resolve_host(pl.col("nccl_host"), aliases),
+            host(pl.col("nccl_host")),
             label_node,
-            pl.col("_rank_direct").replace_strict(rank_node, default=None, return_dtype=pl.String),
-            resolve_host(pl.col("syslog_host"), aliases),
+            keyed(pl.col("_rank_direct")).replace_strict(rank_node, default=None, return_dtype=pl.String),
+            host(pl.col("syslog_host")),
         )
     )
-    device_key = pl.concat_str(pl.col("node"), pl.lit("#"), pl.col("nccl_dev").cast(pl.String))
+    device_key = pl.concat_str(prefix, pl.col("node"), pl.lit("#"), pl.col("nccl_dev").cast(pl.String))
     return lf.with_columns(
         rank=pl.coalesce(pl.col("_rank_direct"), device_key.replace_strict(device_rank, default=None, return_dtype=pl.Int32)),
         local_rank=pl.coalesce(
-            pl.col("_rank_direct").replace_strict(rank_local, default=None, return_dtype=pl.Int32), pl.col("nccl_dev")
+            keyed(pl.col("_rank_direct")).replace_strict(rank_local, default=None, return_dtype=pl.Int32), pl.col("nccl_dev")
         ).cast(pl.Int32),
     ).drop("_rank_direct")

@@ -9,7 +9,7 @@ one batch to the next.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -123,9 +123,8 @@ def _wall_us(year: int | pl.Expr) -> pl.Expr:
     return pl.when(exists).then(days * _US_PER_DAY + pl.col("_time_us"))
 
 
-def _nearest_to_window(window_start: datetime, window_end: datetime) -> pl.Expr:
+def _nearest_to_window(start_us: int | pl.Expr, end_us: int | pl.Expr) -> pl.Expr:
     """The candidate year that puts a year-less stamp nearest the window (0 inside it); ties keep the window's year."""
-    start_us, end_us = _naive_us(window_start), _naive_us(window_end)
     same, previous, following = (pl.col(f"_candidate_{i}") for i in range(3))
     d_same, d_previous, d_following = (
         ((start_us - c).clip(lower_bound=0) + (c - end_us).clip(lower_bound=0)).fill_null(_FAR)
@@ -157,18 +156,25 @@ def _local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
     return pl.coalesce(convert(naive), convert(naive + pl.duration(hours=1)))
 
 
-def _as_local_naive(t: datetime, tz: str) -> datetime:
+def local_window(t: datetime, tz: str) -> datetime:
     """An attempt-window bound (naive = UTC, or aware) as naive wall time in ``tz``."""
     aware = t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t
     return aware.astimezone(ZoneInfo(tz)).replace(tzinfo=None)
 
 
-def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime, window_end: datetime) -> pl.LazyFrame:
+def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.Expr, window_end: datetime | pl.Expr) -> pl.LazyFrame:
     """Add ``ts`` (UTC, naive µs), ``ts_quality``, ``mono_s`` and ``chain_s`` (dmesg -H: 0 on a minute stamp, the
     seconds since the previous message on a "+seconds" line; ``anchor_file_clock`` chains them); drop the stamp
-    parts of ``strip_decorations``."""
-    local_start, local_end = _as_local_naive(window_start, tz), _as_local_naive(window_end, tz)
-    year = local_start.year
+    parts of ``strip_decorations``.
+
+    The attempt window (for year-less stamps) is two datetimes, or, when the lines of several attempts are parsed
+    in one frame, two expressions giving each line's window as wall time in ``tz`` (``local_window``)."""
+    if isinstance(window_start, pl.Expr):
+        start_us, end_us = window_start.dt.epoch("us"), window_end.dt.epoch("us")
+        year = window_start.dt.year().cast(pl.Int64)
+    else:
+        local_start, local_end = local_window(window_start, tz), local_window(window_end, tz)
+        start_us, end_us, year = _naive_us(local_start), _naive_us(local_end), local_start.year
     month = pl.col("_month")
     form_quality = pl.col("_form").replace_strict(
         {i: f.quality for i, f in enumerate(_FORMS)}, default=None, return_dtype=pl.String
@@ -198,7 +204,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime, windo
         .with_columns(
             _wall=pl.when(pl.col("_year").is_not_null())
             .then(pl.col("_dated"))
-            .otherwise(_nearest_to_window(local_start, local_end))
+            .otherwise(_nearest_to_window(start_us, end_us))
             - pl.col("_offset_us").fill_null(0),
             mono_s=mono_s,
             chain_s=chain_s,
@@ -267,6 +273,51 @@ def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame,
     stamped = df.get_column("ts").drop_nulls()
     last_ts = stamped[-1] if len(stamped) else clock.last_ts
     return df, FileClock(boot_time=boot_time, last_ts=last_ts, chain_ts=chain_ts, last_mono=last_mono)
+
+
+def anchor_files(df: pl.DataFrame, clocks: dict[int, FileClock], file: str = "_file") -> tuple[pl.DataFrame, dict[int, FileClock]]:
+    """``anchor_file_clock`` for a batch of several files (each one's lines together, in line order, told apart by
+    the ``file`` column); ``clocks`` holds each file's clock before the batch (missing = a fresh one). Returns the
+    frame in the same order and each file's clock after it.
+
+    Most files carry no seconds-since-boot and no dmesg -H chain: for them anchoring is only inheriting the
+    previous stamp, done for all of them in one pass. The others go through ``anchor_file_clock`` one by one."""
+    if df.height == 0:
+        return df, {}
+    per_file = df.group_by(file, maintain_order=True).agg(
+        clocked=(pl.col("mono_s").is_not_null() | pl.col("chain_s").is_not_null()).any()
+    )
+    ids = per_file.get_column(file).to_list()
+    clocks = {i: clocks.get(i) or FileClock() for i in ids}
+    slow = {i for i, clocked in zip(ids, per_file.get_column("clocked").to_list()) if clocked or clocks[i].chain_ts is not None}
+    out = dict(clocks)
+    is_slow = pl.col(file).is_in(list(slow))
+    fast = df.filter(~is_slow) if slow else df
+    if fast.height:
+        last = {i: _naive_utc(c.last_ts) for i, c in clocks.items() if c.last_ts is not None and i not in slow}
+        ts, quality = pl.col("ts"), pl.col("ts_quality")
+        previous = ts.forward_fill().over(file)
+        if last:
+            previous = previous.fill_null(pl.col(file).replace_strict(last, default=None, return_dtype=pl.Datetime("us")))
+        inherits = quality.eq("none") & previous.is_not_null()
+        fast = fast.with_columns(
+            ts=pl.when(inherits).then(previous).otherwise(ts),
+            ts_quality=pl.when(inherits).then(pl.lit("inherited")).otherwise(quality),
+        )
+        stamped = fast.group_by(file).agg(pl.col("ts").drop_nulls().last())
+        for i, last_ts in zip(stamped.get_column(file).to_list(), stamped.get_column("ts").to_list()):
+            if last_ts is not None:
+                out[i] = replace(clocks[i], last_ts=last_ts)
+    if not slow:
+        return fast, out
+    parts = [fast.with_row_index("_order").with_columns(pl.col("_order").cast(pl.Int64))] if fast.height else []
+    ordered = df.with_row_index("_order").with_columns(pl.col("_order").cast(pl.Int64))
+    for i in sorted(slow):
+        part, out[i] = anchor_file_clock(ordered.filter(pl.col(file) == i), clocks[i])
+        parts.append(part)
+    if fast.height:  # the fast rows' positions, in their original order
+        parts[0] = parts[0].with_columns(_order=ordered.filter(~is_slow).get_column("_order"))
+    return pl.concat(parts, how="vertical").sort("_order").drop("_order"), out
 
 
 _REBOOT_DROP_S = 1.0  # seconds since boot going back by more than this (printk order across CPUs is far tighter)
