@@ -34,7 +34,7 @@ from firstfault.transforms.extract import EVENT_SCHEMA, LINE_SCHEMA, Pattern, co
 from firstfault.transforms.lines import LineStats, split_lines
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
-from firstfault.transforms.peers import resolve_peers
+from firstfault.transforms.peers import resolve_attempt_peers, resolve_peers
 from firstfault.transforms.placement import place_attempt_lines
 from firstfault.transforms.timestamps import FileClock, anchor_file_clock, anchor_files, local_window, parse_timestamps
 
@@ -84,7 +84,8 @@ class _LogsLanded:
     result: LandingResult
     files: list[LogFile]
     candidates: SpillingFrames
-    events: pl.DataFrame | None = None  # extracted from the candidates
+    events: pl.DataFrame | None = None  # extracted from the candidates, peers resolved
+    gpu_model: str | None = None  # the model its logs name most
 
     def take_events(self) -> pl.DataFrame:
         """The extracted events, handed over once, so that a big attempt's events are not held twice while its
@@ -189,10 +190,13 @@ def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolat
     def extract(items: list[_LogsLanded]) -> None:
         frames = [c for item in items for c in item.candidates.frames()]
         lines = pl.concat(frames, how="vertical_relaxed").lazy() if frames else pl.LazyFrame(schema=LINE_SCHEMA)
-        events = extract_events(lines, patterns).collect()
+        attempts = {item.ctx.attempt_id: (item.ctx.nodes, item.ctx.addresses) for item in items}
+        events = resolve_attempt_peers(extract_events(lines, patterns), attempts).collect()
         by_attempt = events.partition_by("attempt_id", as_dict=True, include_key=True) if events.height else {}
+        models = logged_gpu_models(events)
         for item in items:
             item.events = by_attempt.get((item.ctx.attempt_id,), events.clear())
+            item.gpu_model = models.get(item.ctx.attempt_id)
             item.candidates = SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY)
 
     if len(landed) > 1:
@@ -208,13 +212,13 @@ def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolat
 def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
     ctx, result, files = item.ctx, item.result, item.files
     metrics = _land_metrics(ctx, result)
-    events = _events(ctx, item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
+    events = _events(item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
     schema = events_arrow_schema()
     result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, _event_batches(events, fr_events, schema), schema)
     lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
     result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
-    lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=most_common_gpu_model(events)), CONTEXT_SCHEMA)
+    lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=item.gpu_model), CONTEXT_SCHEMA)
     lake.write("inputs", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, REPORT_SCHEMA), REPORT_SCHEMA)
     return True
 
@@ -460,12 +464,15 @@ def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str
         "_file_node", "_file_rank", "_label")
 
 
-def _events(ctx: AttemptContext, extracted: pl.DataFrame, metrics: pa.Table | None = None,
-            origins: dict[str, str] | None = None) -> pl.DataFrame:
-    events = resolve_peers(extracted.lazy(), ctx.nodes, ctx.addresses)
+def _events(extracted: pl.DataFrame, metrics: pa.Table | None = None, origins: dict[str, str] | None = None) -> pl.DataFrame:
+    """An attempt's events: those extracted from its lines, located in their backend when staged, and its metric
+    anomalies (transforms/metric_events.py)."""
+    if not origins and (metrics is None or not metrics.num_rows):
+        return extracted
+    events = extracted.lazy()
     if origins:
         events = _staged_locators(events, origins)
-    if metrics is not None and metrics.num_rows:  # metric anomalies are events too (transforms/metric_events.py)
+    if metrics is not None and metrics.num_rows:
         events = pl.concat([conform_events(events), metric_events(pl.from_arrow(metrics).lazy())], how="vertical_relaxed")
     return events.collect()
 
@@ -543,15 +550,16 @@ CONTEXT_SCHEMA = pa.schema(
 )
 
 
-def most_common_gpu_model(events: pl.DataFrame) -> str | None:
-    """The model token (`H100`) that most of the attempt's `gpu_model` events name; ties go to the alphabetically
-    first, so landing the same logs again gives the same model."""
+def logged_gpu_models(events: pl.DataFrame) -> dict[str | None, str]:
+    """Per attempt, the model token (`H100`) that most of its `gpu_model` events name; ties go to the
+    alphabetically first, so landing the same logs again gives the same model."""
     counted = (
         events.lazy().filter(pl.col("kind") == "gpu_model")
-        .select(pl.col("fields").str.json_path_match("$.model").alias("model")).drop_nulls()
-        .group_by("model").len().sort(["len", "model"], descending=[True, False]).head(1).collect()
+        .select("attempt_id", pl.col("fields").str.json_path_match("$.model").alias("model")).drop_nulls("model")
+        .group_by("attempt_id", "model").len().sort(["attempt_id", "len", "model"], descending=[False, True, False], nulls_last=True)
+        .group_by("attempt_id", maintain_order=True).first().collect()
     )
-    return counted["model"][0] if counted.height else None
+    return dict(zip(counted.get_column("attempt_id").to_list(), counted.get_column("model").to_list()))
 
 
 def context_table(ctx: AttemptContext, logged_gpu_model: str | None = None) -> pa.Table:

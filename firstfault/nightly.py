@@ -8,6 +8,8 @@ recorded in `run_failures` (and logged as a warning); the other attempts of the 
 """
 from __future__ import annotations
 
+import fnmatch
+import glob
 import importlib
 import importlib.util
 import logging
@@ -96,12 +98,21 @@ def catalog_patterns(config: Config, catalog: str | None = None) -> list[str]:
 def list_specs(patterns: Sequence[str]) -> list[str]:
     """Every spec file matched by the fsspec globs; local files as plain paths (as `attribute --static` gets them)."""
     found: set[str] = set()
+    walked: dict[str, list[str]] = {}
     for pattern in patterns:
         fs, path = fsspec.core.url_to_fs(pattern)
-        local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
-        for p in fs.glob(path):
-            if fs.isfile(p):
-                found.add(p if local else fs.unstrip_protocol(p))
+        if "file" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+            found.update(fs.unstrip_protocol(p) for p in fs.glob(path) if fs.isfile(p))
+            continue
+        root, _, name = path.partition("/**/")
+        if name and not any(c in root + "/" for c in "*?[") and "/" not in name:
+            # `<folder>/**/*.yaml` and its siblings: one walk of a big local catalog (a folder per attempt), not one
+            # per suffix, and ~10x faster than fsspec's glob
+            if root not in walked:
+                walked[root] = [os.path.join(d, f) for d, _, files in os.walk(root) for f in files]
+            found.update(p for p in walked[root] if fnmatch.fnmatch(os.path.basename(p), name))
+        else:
+            found.update(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
     return sorted(found)
 
 

@@ -1,12 +1,12 @@
 """The execution context's GPU model comes from the logs when the scheduler gave none (transforms/patterns/
-gpu_inventory.yaml, firstfault/landing.py `most_common_gpu_model`)."""
+gpu_inventory.yaml, firstfault/landing.py `logged_gpu_models`)."""
 import polars as pl
 import yaml
 
 from conftest import warehouse_rows
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import load_static_context
-from firstfault.landing import most_common_gpu_model
+from firstfault.landing import logged_gpu_models
 from firstfault.pipeline import run_static
 
 APPLOG = [
@@ -42,11 +42,10 @@ def test_an_attempt_without_a_scheduler_gpu_model_takes_it_from_nvidia_smi(tmp_p
 
 
 def test_the_most_named_model_wins_and_ties_are_broken_by_name():
-    def events(*models):
-        return pl.DataFrame({"kind": ["gpu_model"] * len(models) + ["xid"],
+    def events(attempt, *models):
+        return pl.DataFrame({"attempt_id": attempt, "kind": ["gpu_model"] * len(models) + ["xid"],
                              "fields": [f'{{"model":"{m}"}}' if m else '{"product":"NVIDIA RTX 6000 Ada Generation"}' for m in models]
                              + ['{"model":"B200"}']})
 
-    assert most_common_gpu_model(events("A100", "H100", "H100", None, None, None)) == "H100"
-    assert most_common_gpu_model(events("H100", "A100")) == "A100"
-    assert most_common_gpu_model(events(None)) is None
+    both = pl.concat([events("a", "A100", "H100", "H100", None, None, None), events("b", "H100", "A100"), events("c", None)])
+    assert logged_gpu_models(both) == {"a": "H100", "b": "A100"}

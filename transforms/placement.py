@@ -6,24 +6,13 @@ from collections.abc import Sequence
 import polars as pl
 
 
-def host_aliases(nodes: Sequence[str]) -> pl.DataFrame:
-    """alias -> node: the node name itself and its short host name (`node-02.example.com` -> `node-02`)."""
-    rows = {}
+def host_aliases(nodes: Sequence[str]) -> dict[str, str]:
+    """alias -> node: the node name itself and its short host name (`node-02.example.com` -> `node-02`), lower-case."""
+    aliases: dict[str, str] = {}
     for n in nodes:
-        rows.setdefault(n.lower(), n)
-        rows.setdefault(n.split(".")[0].lower(), n)
-    return pl.DataFrame({"alias": list(rows), "alias_node": list(rows.values())}, schema={"alias": pl.String, "alias_node": pl.String})
-
-
-def resolve_host(expr: pl.Expr, aliases: pl.DataFrame) -> pl.Expr:
-    """Map a host name to a node of the list (exact or short name); unknown hosts keep their own name."""
-    short = expr.str.to_lowercase().str.split(".").list.first()
-    mapping = dict(zip(aliases["alias"], aliases["alias_node"]))
-    return pl.coalesce(
-        expr.str.to_lowercase().replace_strict(mapping, default=None, return_dtype=pl.String),
-        short.replace_strict(mapping, default=None, return_dtype=pl.String),
-        expr,
-    )
+        aliases.setdefault(n.lower(), n)
+        aliases.setdefault(n.split(".")[0].lower(), n)
+    return aliases
 
 
 def place_lines(
@@ -63,7 +52,7 @@ def place_attempt_lines(
     """
     aliases, rank_node, rank_local, device_rank, label_node_of = {}, {}, {}, {}, {}
     for i, (nodes, rank_map) in enumerate(attempts):
-        for alias, node in zip(*host_aliases(nodes).get_columns()):
+        for alias, node in host_aliases(nodes).items():
             aliases[f"{i}#{alias}"] = node
         label_node_of.update({i * _SPAN + k: n for k, n in enumerate(nodes)})
         for r, n, lr in rank_map:

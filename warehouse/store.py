@@ -35,13 +35,19 @@ def load_attempts(path: str, tables: dict[str, pa.Table] | Sequence[dict[str, pa
     try:
         con.execute("BEGIN TRANSACTION")
         for part in parts:
-            con.register("loaded_attempts", pa.table({"attempt_id": part["attributions"].column("attempt_id")}))
+            con.register("incoming_attempts", pa.table({"attempt_id": part["attributions"].column("attempt_id")}))
+            # only attempts loaded before have rows to replace (a night's are mostly new): deleting by a list of
+            # new ids would still scan every big table of the fleet's history
+            con.execute("CREATE OR REPLACE TEMP TABLE loaded_attempts AS SELECT attempt_id FROM attributions "
+                        "WHERE attempt_id IN (SELECT attempt_id FROM incoming_attempts)")
+            con.unregister("incoming_attempts")
+            replaced = con.execute("SELECT count(*) FROM loaded_attempts").fetchall()[0][0]
             for name in ATTEMPT_TABLES:
-                con.execute(f"DELETE FROM {name} WHERE attempt_id IN (SELECT attempt_id FROM loaded_attempts)")
+                if replaced:
+                    con.execute(f"DELETE FROM {name} WHERE attempt_id IN (SELECT attempt_id FROM loaded_attempts)")
                 con.register("incoming", part[name])
                 con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
                 con.unregister("incoming")
-            con.unregister("loaded_attempts")
         con.register("incoming_catalog", catalog)
         con.execute("INSERT OR REPLACE INTO xid_catalog BY NAME SELECT * FROM incoming_catalog")
         columns = [c for c in RUN_COLUMNS if c in run]
