@@ -191,7 +191,7 @@ def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolat
         frames = [c for item in items for c in item.candidates.frames()]
         lines = pl.concat(frames, how="vertical_relaxed").lazy() if frames else pl.LazyFrame(schema=LINE_SCHEMA)
         attempts = {item.ctx.attempt_id: (item.ctx.nodes, item.ctx.addresses) for item in items}
-        events = resolve_attempt_peers(extract_events(lines, patterns), attempts).collect()
+        events = resolve_attempt_peers(extract_events(lines, patterns).collect(), attempts)
         by_attempt = events.partition_by("attempt_id", as_dict=True, include_key=True) if events.height else {}
         models = logged_gpu_models(events)
         for item in items:
@@ -606,4 +606,4 @@ def events_from_lines(lines: list[str], source: str = "applog", *, node: str | N
     frame, _ = split_lines(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"), 1, Landing().max_line_bytes)
     frame, _ = anchor_file_clock(_normalize([ctx], _with_file_columns(frame, 0, log_file)), FileClock())
     events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
-    return resolve_peers(events, ctx.nodes, ctx.addresses).collect()
+    return resolve_peers(events.collect(), ctx.nodes, ctx.addresses)

@@ -16,16 +16,18 @@ def normalize_address(expr: pl.Expr) -> pl.Expr:
     return expr.str.to_lowercase().str.replace(r"%.*$", "").str.replace(r"^::ffff:", "").str.strip_chars("[] ")
 
 
-def resolve_peers(events: pl.LazyFrame, nodes: Sequence[str], known: Sequence[tuple[str, str]]) -> pl.LazyFrame:
+def resolve_peers(events: pl.DataFrame, nodes: Sequence[str], known: Sequence[tuple[str, str]]) -> pl.DataFrame:
     """`peer_node` of the events of one attempt (see `resolve_attempt_peers`)."""
     return resolve_attempt_peers(events, {"": (nodes, known)}, pl.lit(""))
 
 
-def resolve_attempt_peers(events: pl.LazyFrame, attempts: Mapping[str, tuple[Sequence[str], Sequence[tuple[str, str]]]],
-                          attempt: pl.Expr = pl.col("attempt_id")) -> pl.LazyFrame:
+def resolve_attempt_peers(events: pl.DataFrame, attempts: Mapping[str, tuple[Sequence[str], Sequence[tuple[str, str]]]],
+                          attempt: pl.Expr = pl.col("attempt_id")) -> pl.DataFrame:
     """Fill `peer_node` from `peer_addr`: an address of the attempt's address book (the static context's, then
     what its NCCL INFO lines tell), else a host name of one of its nodes. `attempts` maps each attempt (the value of
-    `attempt`) to its (nodes, known addresses), so the events of many attempts are resolved in one pass."""
+    `attempt`) to its (nodes, known addresses), so the events of many attempts are resolved in one pass. The events
+    come collected: the address books are read from them first."""
+    events = events.lazy()
     key = attempt.fill_null("") + "\x00"
     learned = [
         events.filter(pl.col("kind") == kind).select(
@@ -58,4 +60,4 @@ def resolve_attempt_peers(events: pl.LazyFrame, attempts: Mapping[str, tuple[Seq
         peer,
     )
     in_nodes = (key + by_name).is_in(list(members))
-    return events.with_columns(peer_node=pl.coalesce(pl.col("peer_node"), by_address, pl.when(in_nodes).then(by_name)))
+    return events.with_columns(peer_node=pl.coalesce(pl.col("peer_node"), by_address, pl.when(in_nodes).then(by_name))).collect()

@@ -169,9 +169,11 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
 
     The attempt window (for year-less stamps) is two datetimes, or, when the lines of several attempts are parsed
     in one frame, two expressions giving each line's window as wall time in ``tz`` (``local_window``)."""
-    if isinstance(window_start, pl.Expr):
-        start_us, end_us = window_start.dt.epoch("us"), window_end.dt.epoch("us")
-        year = window_start.dt.year().cast(pl.Int64)
+    window: dict[str, pl.Expr] = {}
+    if isinstance(window_start, pl.Expr):  # materialised once: every candidate year reads them
+        window = {"_win_start": window_start.dt.epoch("us"), "_win_end": window_end.dt.epoch("us"),
+                  "_win_year": window_start.dt.year().cast(pl.Int64)}
+        start_us, end_us, year = pl.col("_win_start"), pl.col("_win_end"), pl.col("_win_year")
     else:
         local_start, local_end = local_window(window_start, tz), local_window(window_end, tz)
         start_us, end_us, year = _naive_us(local_start), _naive_us(local_end), local_start.year
@@ -189,7 +191,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
     )  # fmt: skip
     # Stages materialise values used several times: polars would compute a repeated expression again.
     return (
-        lf.with_columns(_hm_time=pl.col("_hm_time") + ":00")  # minute resolution
+        lf.with_columns(_hm_time=pl.col("_hm_time") + ":00", **window)  # minute resolution
         .with_columns(_form=_winning_form())
         .with_columns(**{f"_w_{part}": _part_of_winner(part) for part in _PARTS})
         .with_columns(**_numbers())
@@ -217,7 +219,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
             .then(pl.lit("monotonic"))
             .otherwise(pl.lit("none")),
         )
-        .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS)
+        .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS, *window)
     )
 
 

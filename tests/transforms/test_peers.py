@@ -21,5 +21,5 @@ def test_peer_addresses_resolve_through_nccl_info_lines_and_host_names():
         {"kind": "nccl_socket", "node": "node-01", "peer_addr": "fe80::1%ib0"},
         {"kind": "nccl_socket", "node": "node-01", "peer_addr": "192.168.9.9"},
     )
-    out = resolve_peers(lf, ["node-01", "node-02", "node-03"], [("fe80::1", "node-02")]).collect()
+    out = resolve_peers(lf.collect(), ["node-01", "node-02", "node-03"], [("fe80::1", "node-02")])
     assert out["peer_node"].to_list() == [None, None, "node-02", "node-03", "node-03", "node-02", None]
