@@ -299,15 +299,17 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
     from firstfault.warehouse.store import load_attempts
 
     lake = _lake(config)
-    parts, failures = [], list(plan.failures) + list(extra_failures)
+    parts, attributions, failures = [], [], list(plan.failures) + list(extra_failures)
     for url in shard_urls:
         folder = lake.fs._strip_protocol(url)
         names = {posixpath.basename(p) for p in lake.fs.ls(folder, detail=False)}
         if "failures.parquet" in names:
             failures.extend(_read(lake, posixpath.join(folder, "failures.parquet")).to_pylist())
         if all(f"{n}.parquet" in names for n in ATTEMPT_TABLES):
-            parts.append({n: _read(lake, posixpath.join(folder, f"{n}.parquet")) for n in ATTEMPT_TABLES})
-    verdicts = Counter(v for p in parts for v in p["attributions"].column("verdict").to_pylist())
+            # the warehouse reads the shard's files itself; only the small attributions table passes through here
+            parts.append({n: lake.fs.unstrip_protocol(posixpath.join(folder, f"{n}.parquet")) for n in ATTEMPT_TABLES})
+            attributions.append(_read(lake, posixpath.join(folder, "attributions.parquet")).select(["attempt_id", "verdict"]))
+    verdicts = Counter(v for a in attributions for v in a.column("verdict").to_pylist())
     attributed = sum(verdicts.values())
     catalog = duckdb.sql(f"SELECT * REPLACE (CAST(code AS BIGINT) AS code) FROM read_csv('{catalog_path().as_posix()}', "
                          "header = true, all_varchar = true)").to_arrow_table()
@@ -317,7 +319,7 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
         "rules_version": current_rules_version(config), "lake_root": config.lake.root, "run_date": plan.run_date,
         "found": plan.found, "skipped": len(plan.skipped), "failed": len(failures),
     }
-    load_attempts(config.warehouse.path, parts, catalog, run, failures)
+    load_attempts(config.warehouse.path, parts, catalog, run, failures, filesystem=None if lake.is_local else lake.fs)
     fleet = rebuild_fleet(config)
     # the warehouse holds the results now; the run's folder in the lake was only the hand-over between tasks
     run_folder = lake.path("results", f"run={plan.run_id}")
@@ -325,7 +327,7 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
         lake.fs.rm(run_folder, recursive=True)
     return {"run_id": plan.run_id, "run_date": plan.run_date, "found": plan.found, "skipped": len(plan.skipped),
             "attributed": attributed, "failed": len(failures), "shards": len(shard_urls), "verdicts": dict(sorted(verdicts.items())),
-            "attempt_ids": sorted(a for p in parts for a in p["attributions"].column("attempt_id").to_pylist()),
+            "attempt_ids": sorted(i for a in attributions for i in a.column("attempt_id").to_pylist()),
             "failures": [{k: f.get(k) for k in ("attempt_id", "spec_uri", "stage", "error")} for f in failures],
             "fleet": fleet, "warehouse": config.warehouse.path}
 

@@ -26,28 +26,29 @@ def connect_writer(path: str, wait_s: float = 60.0) -> duckdb.DuckDBPyConnection
     return con
 
 
-def load_attempts(path: str, tables: dict[str, pa.Table] | Sequence[dict[str, pa.Table]], catalog: pa.Table, run: dict,
-                  failures: Sequence[dict] = ()) -> None:
+def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Source]], catalog: pa.Table, run: dict,
+                  failures: Sequence[dict] = (), filesystem=None) -> None:
     """Replace every row of the attempts in `tables` (one dict of ATTEMPT_TABLES, or several: one per shard) in one
-    transaction (one short write lock), and record the run and its `failures` (rows of run_failures)."""
+    transaction (one short write lock), and record the run and its `failures` (rows of run_failures). A table is
+    Arrow, or the URL of a Parquet file that DuckDB reads itself (a nightly shard's results: no copy through
+    Python; `filesystem` is the fsspec filesystem of non-local URLs)."""
     parts = [tables] if isinstance(tables, dict) else list(tables)
     con = connect_writer(path)
     try:
+        if filesystem is not None:
+            con.register_filesystem(filesystem)
         con.execute("BEGIN TRANSACTION")
         for part in parts:
-            con.register("incoming_attempts", pa.table({"attempt_id": part["attributions"].column("attempt_id")}))
+            con.execute(f"CREATE OR REPLACE TEMP TABLE incoming_attempts AS SELECT attempt_id FROM {_relation(con, part['attributions'], 'incoming_attempts_source')}")
             # only attempts loaded before have rows to replace (a night's are mostly new): deleting by a list of
             # new ids would still scan every big table of the fleet's history
             con.execute("CREATE OR REPLACE TEMP TABLE loaded_attempts AS SELECT attempt_id FROM attributions "
                         "WHERE attempt_id IN (SELECT attempt_id FROM incoming_attempts)")
-            con.unregister("incoming_attempts")
             replaced = con.execute("SELECT count(*) FROM loaded_attempts").fetchall()[0][0]
             for name in ATTEMPT_TABLES:
                 if replaced:
                     con.execute(f"DELETE FROM {name} WHERE attempt_id IN (SELECT attempt_id FROM loaded_attempts)")
-                con.register("incoming", part[name])
-                con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
-                con.unregister("incoming")
+                con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM {_relation(con, part[name], 'incoming')}")
         con.register("incoming_catalog", catalog)
         con.execute("INSERT OR REPLACE INTO xid_catalog BY NAME SELECT * FROM incoming_catalog")
         columns = [c for c in RUN_COLUMNS if c in run]
@@ -63,6 +64,17 @@ def load_attempts(path: str, tables: dict[str, pa.Table] | Sequence[dict[str, pa
         raise
     finally:
         con.close()
+
+
+Source = pa.Table | str
+
+
+def _relation(con: duckdb.DuckDBPyConnection, source: Source, name: str) -> str:
+    """SQL naming `source`: an Arrow table registered as `name`, or a Parquet file read in place."""
+    if isinstance(source, str):
+        return "read_parquet('" + source.replace("'", "''") + "', hive_partitioning = false)"
+    con.register(name, source)
+    return name
 
 
 RUN_COLUMNS = ("run_id", "flow", "started_at", "finished_at", "attempts", "rules_version", "lake_root", "run_date", "found",
