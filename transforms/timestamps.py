@@ -9,8 +9,9 @@ one batch to the next.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import polars as pl
@@ -279,47 +280,78 @@ def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame,
 
 def anchor_files(df: pl.DataFrame, clocks: dict[int, FileClock], file: str = "_file") -> tuple[pl.DataFrame, dict[int, FileClock]]:
     """``anchor_file_clock`` for a batch of several files (each one's lines together, in line order, told apart by
-    the ``file`` column); ``clocks`` holds each file's clock before the batch (missing = a fresh one). Returns the
-    frame in the same order and each file's clock after it.
-
-    Most files carry no seconds-since-boot and no dmesg -H chain: for them anchoring is only inheriting the
-    previous stamp, done for all of them in one pass. The others go through ``anchor_file_clock`` one by one."""
-    if df.height == 0:
-        return df, {}
-    per_file = df.group_by(file, maintain_order=True).agg(
-        clocked=(pl.col("mono_s").is_not_null() | pl.col("chain_s").is_not_null()).any()
-    )
+    the ``file`` column) in one vectorised pass; ``clocks`` holds each file's clock before the batch (missing = a
+    fresh one). Returns the frame in the same order and every file's clock after it. Files in a dmesg -H chain
+    (rare) go through ``anchor_file_clock`` one by one."""
+    per_file = df.group_by(file, maintain_order=True).agg(chained=pl.col("chain_s").is_not_null().any())
     ids = per_file.get_column(file).to_list()
-    clocks = {i: clocks.get(i) or FileClock() for i in ids}
-    slow = {i for i, clocked in zip(ids, per_file.get_column("clocked").to_list()) if clocked or clocks[i].chain_ts is not None}
-    out = dict(clocks)
-    is_slow = pl.col(file).is_in(list(slow))
-    fast = df.filter(~is_slow) if slow else df
-    if fast.height:
-        last = {i: _naive_utc(c.last_ts) for i, c in clocks.items() if c.last_ts is not None and i not in slow}
-        ts, quality = pl.col("ts"), pl.col("ts_quality")
-        previous = ts.forward_fill().over(file)
-        if last:
-            previous = previous.fill_null(pl.col(file).replace_strict(last, default=None, return_dtype=pl.Datetime("us")))
-        inherits = quality.eq("none") & previous.is_not_null()
-        fast = fast.with_columns(
-            ts=pl.when(inherits).then(previous).otherwise(ts),
-            ts_quality=pl.when(inherits).then(pl.lit("inherited")).otherwise(quality),
-        )
-        stamped = fast.group_by(file).agg(pl.col("ts").drop_nulls().last())
-        for i, last_ts in zip(stamped.get_column(file).to_list(), stamped.get_column("ts").to_list()):
-            if last_ts is not None:
-                out[i] = replace(clocks[i], last_ts=last_ts)
-    if not slow:
-        return fast, out
-    parts = [fast.with_row_index("_order").with_columns(pl.col("_order").cast(pl.Int64))] if fast.height else []
-    ordered = df.with_row_index("_order").with_columns(pl.col("_order").cast(pl.Int64))
-    for i in sorted(slow):
+    clocks = {**{i: FileClock() for i in ids}, **clocks}
+    chained = {i for i, c in zip(ids, per_file.get_column("chained").to_list()) if c or clocks[i].chain_ts is not None}
+    if not chained:
+        return _anchor_unchained(df, clocks, file)
+    ordered = df.with_row_index("_order")
+    is_chained = pl.col(file).is_in(list(chained))
+    plain, out = _anchor_unchained(ordered.filter(~is_chained), {i: c for i, c in clocks.items() if i not in chained}, file)
+    parts = [plain]
+    for i in sorted(chained):
         part, out[i] = anchor_file_clock(ordered.filter(pl.col(file) == i), clocks[i])
         parts.append(part)
-    if fast.height:  # the fast rows' positions, in their original order
-        parts[0] = parts[0].with_columns(_order=ordered.filter(~is_slow).get_column("_order"))
     return pl.concat(parts, how="vertical").sort("_order").drop("_order"), out
+
+
+def _anchor_unchained(df: pl.DataFrame, clocks: dict[int, FileClock], file: str) -> tuple[pl.DataFrame, dict[int, FileClock]]:
+    """``anchor_file_clock`` of files without dmesg -H lines, all at once: boots split where seconds since boot
+    drop, each boot's time given (the one the file starts in) or inferred (median of wall − since-boot), monotonic
+    lines anchored to it, stamp-less lines inheriting the previous stamp."""
+    if df.height == 0:
+        return df, dict(clocks)
+
+    def per_file(values: dict[int, Any], dtype: pl.DataType) -> pl.Expr:
+        return pl.col(file).replace_strict(values, default=None, return_dtype=dtype)
+
+    last_mono = {i: c.last_mono for i, c in clocks.items() if c.last_mono is not None}
+    given = {i: _naive_utc(c.boot_time) for i, c in clocks.items() if c.boot_time is not None}
+    last_ts = {i: _naive_utc(c.last_ts) for i, c in clocks.items() if c.last_ts is not None}
+    mono = pl.col("mono_s")
+    previous_mono = mono.forward_fill().shift(1).over(file)
+    if last_mono:
+        previous_mono = previous_mono.fill_null(per_file(last_mono, pl.Float64))
+    df = df.with_columns(_boot=(mono < previous_mono - _REBOOT_DROP_S).fill_null(False).cum_sum().over(file).cast(pl.Int64))
+    inferred = (
+        df.filter(pl.col("ts").is_not_null() & mono.is_not_null())
+        .select(file, "_boot", boot=pl.col("ts") - _since_boot())
+        .group_by(file, "_boot").agg(pl.col("boot").sort().gather(pl.len() // 2).first())
+    )
+    boots = (
+        df.select(file, "_boot").unique().join(inferred, on=[file, "_boot"], how="left")
+        .with_columns(boot=pl.when((pl.col("_boot") == 0) & pl.col(file).is_in(list(given)))
+                      .then(per_file(given, pl.Datetime("us"))).otherwise(pl.col("boot")))
+    )
+    df = df.join(boots, on=[file, "_boot"], how="left", maintain_order="left")
+    quality = pl.col("ts_quality")
+    anchored = quality.eq("monotonic") & mono.is_not_null() & pl.col("boot").is_not_null()
+    df = df.with_columns(
+        ts=pl.when(anchored).then(pl.col("boot") + _since_boot()).otherwise(pl.col("ts")),
+        ts_quality=pl.when(anchored).then(pl.lit("boot_anchored")).otherwise(quality),
+    )
+    previous = pl.col("ts").forward_fill().over(file)
+    if last_ts:
+        previous = previous.fill_null(per_file(last_ts, pl.Datetime("us")))
+    inherits = pl.col("ts_quality").eq("none") & previous.is_not_null()
+    df = df.with_columns(
+        ts=pl.when(inherits).then(previous).otherwise(pl.col("ts")),
+        ts_quality=pl.when(inherits).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
+    )
+    ends = df.group_by(file).agg(
+        last_ts=pl.col("ts").drop_nulls().last(), last_mono=mono.drop_nulls().last(),
+        boot=pl.col("boot").sort_by("_boot").last(),
+    )
+    out = dict(clocks)
+    for i, ts, m, boot in ends.select(file, "last_ts", "last_mono", "boot").iter_rows():
+        clock = clocks[i]
+        out[i] = FileClock(boot_time=boot, last_ts=ts if ts is not None else clock.last_ts,
+                           last_mono=m if m is not None else clock.last_mono)
+    return df.drop("_boot", "boot"), out
 
 
 _REBOOT_DROP_S = 1.0  # seconds since boot going back by more than this (printk order across CPUs is far tighter)

@@ -1,11 +1,12 @@
-"""parse_timestamps (UTC conversion, year inference, ts_quality) and anchor_file_clock (boot anchoring, inheritance)."""
+"""parse_timestamps (UTC conversion, year inference, ts_quality), anchor_file_clock (boot anchoring, inheritance) and
+anchor_files (the same for many files at once)."""
 from datetime import datetime, timedelta, timezone
 
 import polars as pl
 import pytest
 
 from firstfault.transforms.decorations import strip_decorations
-from firstfault.transforms.timestamps import FileClock, anchor_file_clock, parse_timestamps
+from firstfault.transforms.timestamps import FileClock, anchor_file_clock, anchor_files, parse_timestamps
 
 MAY_2025 = (datetime(2025, 5, 18, 18), datetime(2025, 5, 18, 20))
 
@@ -337,3 +338,43 @@ def test_printk_order_jitter_is_not_a_reboot():
     frame, clock = anchored(["[  100.000500] a", "[  100.000100] b"], FileClock(boot_time=boot))
     assert frame.get_column("ts_quality").to_list() == ["boot_anchored"] * 2
     assert clock.boot_time == boot
+
+
+# --- anchor_files: many files in one pass, the same as each file alone ----------------------------------------------
+
+_BOOT = datetime(2025, 5, 18, 19)
+# (the clock a file starts with, its lines in two batches)
+_FILES = [
+    (FileClock(), [["May 18 19:02:40 node-1 kernel: [  100.000000] NVRM: GPU at PCI:0000:2b:00", "[  150.500000] NVRM: Xid 79"],
+                   ["[  200.000001] NVRM: Xid 79", "NVRM: GPU has fallen off the bus."]]),
+    (FileClock(boot_time=datetime(2025, 5, 18, 21, 0, tzinfo=timezone(timedelta(hours=2)))), [["[   10.000000] a", "6,1,20000000,-;b"], []]),
+    (FileClock(), [["[   10.000000] a", "b"], ["c"]]),
+    (FileClock(), [["Traceback (most recent call last):", "[2025-05-18 19:00:00,000] [ERROR] boom", "  File x", "[  +0.1] d"],
+                   ["still the same traceback"]]),
+    (FileClock(), [["May 18 19:02:40 n kernel: [  100.000000] before", "[  110.000000] before, no wall clock",
+                    "May 18 19:30:05 n kernel: [    5.000000] after the reboot", "[    6.500000] after"], ["[    2.000000] again"]]),
+    (FileClock(boot_time=_BOOT), [["[  100.000000] a"], ["[    2.000000] b", "[    3.000000] c"]]),
+    (FileClock(), [["[May18 19:02] NVRM: Xid 79", "[  +0.500000] a"], ["[  +0.250000] c", "no stamp"]]),
+    (FileClock(last_ts=_BOOT, last_mono=50.0), [["plain line", "[   40.000000] below the last since-boot"], ["x"]]),
+]
+
+
+def test_anchor_files_gives_each_file_what_anchoring_it_alone_gives():
+    clocks = {i: clock for i, (clock, _) in enumerate(_FILES)}
+    alone = dict(clocks)
+    first_line = {i: 1 for i in clocks}
+    for batch in range(2):
+        frames, expected = [], []
+        for i, (_, batches) in enumerate(_FILES):
+            lines = batches[batch]
+            if not lines:
+                continue
+            frame = parse(*lines).with_columns(line=pl.int_range(first_line[i], first_line[i] + len(lines), dtype=pl.Int64),
+                                               _file=pl.lit(i, pl.Int32))
+            first_line[i] += len(lines)
+            frames.append(frame)
+            part, alone[i] = anchor_file_clock(frame, alone[i])
+            expected.append(part)
+        got, clocks = anchor_files(pl.concat(frames), clocks)
+        assert got.to_dicts() == pl.concat(expected).to_dicts()
+        assert clocks == alone
