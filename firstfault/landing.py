@@ -508,7 +508,10 @@ def _staged_locators(events: pl.LazyFrame, origins: dict[str, str]) -> pl.LazyFr
 
 
 def events_arrow_schema() -> pa.Schema:
-    return pl.DataFrame(schema=EVENT_SCHEMA).to_arrow().schema
+    return _EVENTS_ARROW_SCHEMA
+
+
+_EVENTS_ARROW_SCHEMA = pl.DataFrame(schema=EVENT_SCHEMA).to_arrow().schema
 
 
 def _land_metrics(ctx: AttemptContext, result: LandingResult) -> pa.Table:
@@ -520,8 +523,12 @@ def _land_metrics(ctx: AttemptContext, result: LandingResult) -> pa.Table:
         frame, report = read_metrics(uri, ctx)
         frames.append(frame)
         result.reports.append(_report(ctx, "metrics_csv", "metrics", uri, report.status, frame.height, report.reason, _safe_fingerprint(uri)))
-    table = pl.concat(frames) if frames else pl.DataFrame(schema=METRICS_SCHEMA)
-    return table.with_columns(attempt_id=pl.lit(ctx.attempt_id)).select("attempt_id", *METRICS_SCHEMA).to_arrow()
+    if not frames:
+        return _NO_METRICS
+    return pl.concat(frames).with_columns(attempt_id=pl.lit(ctx.attempt_id)).select("attempt_id", *METRICS_SCHEMA).to_arrow()
+
+
+_NO_METRICS = pl.DataFrame(schema={"attempt_id": pl.String, **METRICS_SCHEMA}).to_arrow()
 
 
 def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index_base: int) -> tuple[pa.Table, pl.DataFrame]:
@@ -529,6 +536,8 @@ def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index
     uris, missing = resolve_paths(ctx, ctx.flight_recorder)
     for m in missing:
         result.reports.append(_report(ctx, "flight_recorder", "flight_recorder", m, "missing", 0, "no file matches"))
+    if not uris:  # most attempts: no dumps configured
+        return _NO_RECORDER_ENTRIES, pl.DataFrame()
     entries, reports = read_dumps(uris, ctx)
     for r in reports:
         result.reports.append(_report(ctx, "flight_recorder", "flight_recorder", r["uri"], r["status"], r["rows"], r["reason"],
@@ -538,6 +547,7 @@ def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index
 
 
 FLIGHT_RECORDER_SCHEMA = pl.DataFrame(schema=FR_ENTRY_SCHEMA).to_arrow().schema
+_NO_RECORDER_ENTRIES = FLIGHT_RECORDER_SCHEMA.empty_table()
 
 
 CONTEXT_SCHEMA = pa.schema(
