@@ -31,12 +31,12 @@ from firstfault.connectors.static_context import AttemptContext
 from firstfault.spill import SpillingFrames
 from firstfault.transforms.decorations import strip_decorations
 from firstfault.transforms.extract import EVENT_SCHEMA, LINE_SCHEMA, Pattern, conform_events, extract_events, trigger_literals
-from firstfault.transforms.lines import LineStats, split_lines
+from firstfault.transforms.lines import LineStats, split_chunks
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
 from firstfault.transforms.peers import resolve_attempt_peers, resolve_peers
 from firstfault.transforms.placement import place_attempt_lines
-from firstfault.transforms.timestamps import FileClock, anchor_file_clock, anchor_files, local_window, parse_timestamps
+from firstfault.transforms.timestamps import FileClock, anchor_files, local_window, parse_timestamps
 
 log = logging.getLogger(__name__)
 
@@ -396,20 +396,17 @@ def _prepared_units(ctxs: list[AttemptContext], files: list[tuple[int, int, LogF
 
 def _prepare(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], unit: list[_Piece], trigger_regex: str,
              settings: Landing) -> tuple[pl.DataFrame, list[LineStats]]:
-    frames, stats = [], []
-    for position, piece in enumerate(unit):
-        if piece.error is not None or not piece.chunk:
-            stats.append(LineStats())
-            continue
-        lines, piece_stats = split_lines(piece.chunk, piece.first_line, settings.max_line_bytes)
-        piece_stats.truncated += bool(piece.cut_bytes) and not piece_stats.truncated
-        stats.append(piece_stats)
-        attempt, index, log_file = files[piece.index]
-        frames.append(_with_file_columns(lines, index, log_file, attempt, piece.index).with_columns(_piece=pl.lit(position, pl.Int32)))
-    if not frames:
+    """Split the unit's pieces in one pass and normalise their lines in one plan; the line statistics of each piece."""
+    readable = [(position, piece) for position, piece in enumerate(unit) if piece.error is None and piece.chunk]
+    stats = [LineStats() for _ in unit]
+    if not readable:
         return pl.DataFrame(), stats
-    frame = _normalize(ctxs, pl.concat(frames, how="vertical"))
-    return frame.with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))), stats
+    lines, chunk_stats = split_chunks([p.chunk for _, p in readable], [p.first_line for _, p in readable], settings.max_line_bytes)
+    for (position, piece), piece_stats in zip(readable, chunk_stats):
+        piece_stats.truncated += bool(piece.cut_bytes) and not piece_stats.truncated
+        stats[position] = piece_stats
+    frame = lines.join(_file_columns(files, readable), on="_chunk", how="left", maintain_order="left").drop("_chunk")
+    return _normalize(ctxs, frame).with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))), stats
 
 
 def _literal_alternation(literals) -> str:
@@ -417,14 +414,17 @@ def _literal_alternation(literals) -> str:
     return "|".join(re.escape(t) for t in sorted(literals, key=len, reverse=True))
 
 
-def _with_file_columns(lines: pl.DataFrame, index: int, log_file: LogFile, attempt: int = 0, file: int = 0) -> pl.DataFrame:
-    """What normalisation needs to know of the file a line comes from, as columns (files of several attempts are
-    normalised together): `file_index` numbers the files of the attempt, `_file` those of the whole pass, and
-    `_attempt` is the attempt's position in the pass."""
-    return lines.with_columns(
-        source=pl.lit(log_file.source), uri=pl.lit(log_file.uri), file_index=pl.lit(index, pl.Int32),
-        _file_node=pl.lit(log_file.node, pl.String), _file_rank=pl.lit(log_file.rank, pl.Int32),
-        _label=pl.lit(log_file.label, pl.String), _attempt=pl.lit(attempt, pl.Int32), _file=pl.lit(file, pl.Int32),
+def _file_columns(files: list[tuple[int, int, LogFile]], pieces: list[tuple[int, _Piece]]) -> pl.DataFrame:
+    """What normalisation needs to know of the file each chunk comes from (files of several attempts are
+    normalised together): `file_index` numbers the files of the attempt, `_file` those of the whole pass,
+    `_attempt` is the attempt's position in the pass and `_piece` the piece's position in its unit."""
+    described = [(position, piece.index, *files[piece.index]) for position, piece in pieces]
+    return pl.DataFrame(
+        [(chunk, position, file, attempt, index, f.source, f.uri, f.node, f.rank, f.label)
+         for chunk, (position, file, attempt, index, f) in enumerate(described)],
+        schema={"_chunk": pl.Int32, "_piece": pl.Int32, "_file": pl.Int32, "_attempt": pl.Int32, "file_index": pl.Int32,
+                "source": pl.String, "uri": pl.String, "_file_node": pl.String, "_file_rank": pl.Int32, "_label": pl.String},
+        orient="row",
     )
 
 
@@ -613,7 +613,9 @@ def events_from_lines(lines: list[str], source: str = "applog", *, node: str | N
         "<lines>", ".",
     )
     log_file = LogFile(source, "mem://lines", node, None, "rank", "<lines>")
-    frame, _ = split_lines(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"), 1, Landing().max_line_bytes)
-    frame, _ = anchor_file_clock(_normalize([ctx], _with_file_columns(frame, 0, log_file)), FileClock())
+    chunk = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+    piece = _Piece(0, log_file, chunk, first=True, last=True)
+    frame, _ = _prepare([ctx], [(0, 0, log_file)], [piece], "$^", Landing())  # no candidate filter: all go to extraction
+    frame, _ = anchor_files(frame, {})
     events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
     return resolve_peers(events.collect(), ctx.nodes, ctx.addresses)

@@ -6,6 +6,7 @@ NUL bytes (binary data) are dropped and counted, over-long lines are truncated a
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,3 +96,48 @@ def split_lines(chunk: bytes, first_line: int, max_line_chars: int) -> tuple[pl.
     if stats.truncated:
         frame = frame.with_columns(pl.col("raw").str.slice(0, max_line_chars))
     return frame, stats
+
+
+def split_chunks(chunks: Sequence[bytes], first_lines: Sequence[int], max_line_chars: int) -> tuple[pl.DataFrame, list[LineStats]]:
+    """``split_lines`` of several chunks of whole lines in one pass, with ``_chunk`` (the chunk's position) on every
+    line: a batch of many small files costs one split, not one per file. When a chunk is not valid UTF-8 they are
+    split one by one, so that each is repaired and counted on its own."""
+    data = [c if not c or c.endswith(b"\n") else c + b"\n" for c in chunks]
+    buf = b"".join(data)
+    if not buf:
+        return _split_each(chunks, first_lines, max_line_chars)
+    strings = _line_array(buf)
+    try:
+        strings.validate(full=True)
+    except pa.ArrowInvalid:
+        return _split_each(chunks, first_lines, max_line_chars)
+    counts = np.fromiter((c.count(b"\n") for c in data), dtype=np.int64, count=len(data))
+    starts = np.cumsum(counts) - counts
+    chunk = np.repeat(np.arange(len(data), dtype=np.int32), counts)
+    line = np.arange(len(strings), dtype=np.int64) + np.repeat(np.asarray(first_lines, dtype=np.int64) - starts, counts)
+    frame = pl.DataFrame({"line": line, "raw": pl.from_arrow(strings).str.strip_chars_end("\r\n"), "_chunk": chunk})
+    stats = [LineStats(lines=int(n)) for n in counts]
+
+    def per_chunk(mask: pl.Series) -> list[int]:
+        return np.bincount(frame["_chunk"].to_numpy()[mask.to_numpy()], minlength=len(data)).tolist()
+
+    if b"\x00" in buf:
+        has_nul = frame["raw"].str.contains("\x00", literal=True)
+        for s, n in zip(stats, per_chunk(has_nul)):
+            s.binary = n
+        frame = frame.filter(~has_nul)
+    too_long = frame["raw"].str.len_bytes() > max_line_chars
+    if too_long.any():
+        for s, n in zip(stats, per_chunk(too_long)):
+            s.truncated = n
+        frame = frame.with_columns(pl.col("raw").str.slice(0, max_line_chars))
+    return frame, stats
+
+
+def _split_each(chunks: Sequence[bytes], first_lines: Sequence[int], max_line_chars: int) -> tuple[pl.DataFrame, list[LineStats]]:
+    frames, stats = [pl.DataFrame(schema={"line": pl.Int64, "raw": pl.String, "_chunk": pl.Int32})], []
+    for position, (chunk, first_line) in enumerate(zip(chunks, first_lines)):
+        frame, chunk_stats = split_lines(chunk, first_line, max_line_chars)
+        frames.append(frame.with_columns(_chunk=pl.lit(position, pl.Int32)))
+        stats.append(chunk_stats)
+    return pl.concat(frames, how="vertical"), stats

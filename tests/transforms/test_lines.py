@@ -1,4 +1,6 @@
-from firstfault.transforms.lines import repair_utf8, split_lines
+import polars as pl
+
+from firstfault.transforms.lines import LineStats, repair_utf8, split_chunks, split_lines
 
 
 def test_split_keeps_physical_line_numbers_and_counts_bad_lines():
@@ -21,3 +23,21 @@ def test_repair_many_errors_stays_valid():
     fixed, patches = repair_utf8(data)
     fixed.decode("utf-8")
     assert patches > 0
+
+
+def test_chunks_split_together_as_each_alone():
+    chunks = [b"a\nb\n", b"", b"no newline at the end", b"ok\nbin\x00ary\n" + b"x" * 50 + b"\n", b"last\r\n"]
+    first_lines = [1, 1, 7, 20, 3]
+    frame, stats = split_chunks(chunks, first_lines, 40)
+    alone = [split_lines(c, f, 40) for c, f in zip(chunks, first_lines)]
+    for position, (expected, expected_stats) in enumerate(alone):
+        got = frame.filter(pl.col("_chunk") == position).drop("_chunk")
+        assert got.to_dicts() == expected.to_dicts()
+        assert stats[position] == expected_stats
+    assert stats[3] == LineStats(lines=3, binary=1, truncated=1)
+
+
+def test_a_mis_encoded_chunk_is_repaired_and_counted_on_its_own():
+    frame, stats = split_chunks([b"good\n", b"bad \xff byte\n"], [1, 1], 100)
+    assert frame.get_column("raw").to_list() == ["good", "bad \ufffd byte"]
+    assert [s.malformed for s in stats] == [0, 1]
