@@ -1,0 +1,60 @@
+"""Attempts landed together (one pass, shared units of lines) give each attempt exactly what landing it alone gives:
+its own time zone, window, nodes, rank map and per-file clocks."""
+import polars as pl
+
+from firstfault.config import Landing
+from firstfault.connectors.lake import Lake
+from firstfault.connectors.static_context import context_from_dict
+from firstfault.landing import land_attempt, land_attempts
+from firstfault.transforms.extract import load_patterns
+
+APPLOG = [
+    "0: [rank0]:[E1129 01:40:05.000000 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout",
+    "1: node-b:11:12 [1] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.0.0.2<0>",
+    "[2026-11-29 01:41:00,000] [INFO] iteration      100/    1000 | loss 2.0",
+    "no stamp here",
+]
+KERNEL = [
+    "Nov 29 01:39:00 node-b kernel: [  100.000000] NVRM: GPU at PCI:0000:2b:00",
+    "[  150.500000] NVRM: Xid (PCI:0000:2b:00): 79, pid=1, GPU has fallen off the bus.",
+    "Nov 29 01:50:00 node-b kernel: [    5.000000] after a reboot",
+    "[    6.000000] NVRM: Xid (PCI:0000:2b:00): 48, pid=2, DBE",
+]
+
+
+def attempt(root, name: str, tz: str, nodes: list[str]):
+    folder = root / name
+    (folder / "k").mkdir(parents=True)
+    (folder / "app.log").write_text("\n".join(APPLOG) + "\n")
+    (folder / "k" / f"{nodes[-1]}.log").write_text("\n".join(KERNEL) + "\n")
+    doc = {"workload_id": name, "start": "2026-11-29T00:30:00Z", "end": "2026-11-29T08:00:00Z", "timezone": tz,
+           "nodes": nodes, "gpus_per_node": 1,
+           "logs": [{"source": "applog", "path": "app.log"}, {"source": "syslog", "path": "k/{node}.log"}]}
+    return context_from_dict(doc, str(folder / "attempt.yaml"), str(folder))
+
+
+def landed(lake: Lake, ctx, table: str) -> list[dict]:
+    frame = pl.from_arrow(lake.read(table, ctx.day, ctx.attempt_key))
+    return frame.drop([c for c in ("day", "attempt_key") if c in frame.columns]).to_dicts()
+
+
+def test_attempts_landed_together_match_each_landed_alone(tmp_path):
+    ctxs = [attempt(tmp_path, "utc", "UTC", ["node-a", "node-b"]),
+            attempt(tmp_path, "east", "America/New_York", ["node-x", "node-b"]),
+            attempt(tmp_path, "berlin", "Europe/Berlin", ["node-b"])]
+    patterns = load_patterns()
+    settings = Landing(batch_bytes=256)  # several units, some spanning attempts and time zones
+    together, alone = Lake(str(tmp_path / "together")), Lake(str(tmp_path / "alone"))
+    land_attempts(ctxs, together, patterns, settings)
+    for ctx in ctxs:
+        land_attempt(ctx, alone, patterns, settings)
+    for ctx in ctxs:
+        for table in ("logs", "events", "context", "inputs"):
+            assert landed(together, ctx, table) == landed(alone, ctx, table), (ctx.workload_id, table)
+    logs = {ctx.workload_id: landed(together, ctx, "logs") for ctx in ctxs}
+    # the same local stamp is a different instant in each attempt's zone; the kernel's boots anchor per file
+    assert [rows[2]["ts"].hour for rows in (logs["utc"], logs["east"], logs["berlin"])] == [1, 6, 0]
+    assert [r["ts_quality"] for r in logs["utc"][4:]] == ["year_inferred", "boot_anchored", "year_inferred", "boot_anchored"]
+    # each attempt's own rank map (rank 0 is its first node) and node list
+    assert [[r["node"] for r in logs[name][:2]] for name in ("utc", "east", "berlin")] == [
+        ["node-a", "node-b"], ["node-x", "node-b"], ["node-b", "node-b"]]
