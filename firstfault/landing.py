@@ -163,6 +163,7 @@ def _land_logs(items: list[_LogsLanded], lake: Lake, triggers: list[str], settin
         for frame, file_rows, closed in _landed_units(items, files, triggers, settings, reports):
             if frame.height:
                 for (position,), part in frame.partition_by("_attempt", as_dict=True, maintain_order=True).items():
+                    part = part.with_columns(attempt_id=pl.lit(items[position].ctx.attempt_id))
                     candidates[position].add(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
                     for batch in part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches():
                         writer(position).write(batch)
@@ -430,38 +431,36 @@ def _file_columns(files: list[tuple[int, int, LogFile]], pieces: list[tuple[int,
 
 def _normalize(ctxs: Sequence[AttemptContext], lines: pl.DataFrame) -> pl.DataFrame:
     """Strip, stamp and place the lines of the attempts `ctxs` (each line's `_attempt` indexes them), in one plan
-    per time zone (the attempts of a fleet mostly share one)."""
+    per time zone (the attempts of a fleet mostly share one). `attempt_id` is left to the caller (a literal per
+    attempt costs nothing; a column built per line does)."""
+    present = sorted(lines.get_column("_attempt").unique().to_list())
     by_zone: dict[str, list[int]] = {}
-    for position, ctx in enumerate(ctxs):
-        by_zone.setdefault(ctx.timezone, []).append(position)
-    if len(by_zone) == 1:
-        return _normalize_zone(ctxs, lines, next(iter(by_zone))).collect()
-    present = set(lines.get_column("_attempt").unique().to_list())
-    parts = [
-        _normalize_zone(ctxs, lines.filter(pl.col("_attempt").is_in(positions)), tz).collect()
-        for tz, positions in by_zone.items() if present.intersection(positions)
-    ]
+    for position in present:
+        by_zone.setdefault(ctxs[position].timezone, []).append(position)
+    parts = [_normalize_zone(ctxs, lines if len(by_zone) == 1 else lines.filter(pl.col("_attempt").is_in(positions)), tz,
+                             positions).collect()
+             for tz, positions in by_zone.items()]
+    if len(parts) == 1:
+        return parts[0]
     return pl.concat(parts, how="vertical").sort(["_file", "line"], maintain_order=True)
 
 
-def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str) -> pl.LazyFrame:
-    def per_attempt(values: dict[int, Any], dtype: pl.DataType) -> pl.Expr:
-        return pl.col("_attempt").replace_strict(values, default=None, return_dtype=dtype)
-
-    def wall(t: datetime) -> datetime:
-        return local_window(t, tz)
-
-    starts = {i: wall(c.start) for i, c in enumerate(ctxs)}
-    ends = {i: wall(c.end or c.start) for i, c in enumerate(ctxs)}
+def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str, positions: list[int]) -> pl.LazyFrame:
     lf = strip_decorations(lines.lazy())
-    lf = parse_timestamps(lf, tz=tz, window_start=per_attempt(starts, pl.Datetime("us")),
-                          window_end=per_attempt(ends, pl.Datetime("us")))
-    lf = place_attempt_lines(
-        lf, [(c.nodes, c.rank_map()) for c in ctxs], pl.col("_attempt"), file_node=pl.col("_file_node"),
-        file_rank=pl.col("_file_rank"), label_mode=pl.col("_label"),
-    )
-    return lf.with_columns(attempt_id=per_attempt({i: c.attempt_id for i, c in enumerate(ctxs)}, pl.String)).drop(
-        "_file_node", "_file_rank", "_label")
+    if len(positions) == 1:  # one attempt: its facts are literals, cheaper than per-line lookups
+        ctx = ctxs[positions[0]]
+        lf = parse_timestamps(lf, tz=tz, window_start=ctx.start, window_end=ctx.end or ctx.start)
+        rosters, attempt = [(ctx.nodes, ctx.rank_map())], pl.lit(0, pl.Int64)
+    else:
+        def per_attempt(values: dict[int, datetime]) -> pl.Expr:
+            return pl.col("_attempt").replace_strict(values, default=None, return_dtype=pl.Datetime("us"))
+
+        lf = parse_timestamps(lf, tz=tz, window_start=per_attempt({i: local_window(ctxs[i].start, tz) for i in positions}),
+                              window_end=per_attempt({i: local_window(ctxs[i].end or ctxs[i].start, tz) for i in positions}))
+        rosters, attempt = [(c.nodes, c.rank_map()) for c in ctxs], pl.col("_attempt")
+    lf = place_attempt_lines(lf, rosters, attempt, file_node=pl.col("_file_node"), file_rank=pl.col("_file_rank"),
+                             label_mode=pl.col("_label"))
+    return lf.drop("_file_node", "_file_rank", "_label")
 
 
 def _events(extracted: pl.DataFrame, metrics: pa.Table | None = None, origins: dict[str, str] | None = None) -> pl.DataFrame:
@@ -616,6 +615,6 @@ def events_from_lines(lines: list[str], source: str = "applog", *, node: str | N
     chunk = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
     piece = _Piece(0, log_file, chunk, first=True, last=True)
     frame, _ = _prepare([ctx], [(0, 0, log_file)], [piece], "$^", Landing())  # no candidate filter: all go to extraction
-    frame, _ = anchor_files(frame, {})
+    frame, _ = anchor_files(frame.with_columns(attempt_id=pl.lit(ctx.attempt_id)), {})
     events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
     return resolve_peers(events.collect(), ctx.nodes, ctx.addresses)

@@ -50,26 +50,39 @@ def place_attempt_lines(
     Precedence for the rank: `[rankN]:` > srun label (when labels are ranks) > NCCL `[dev]` on its node > file name.
     Node: the file's node > NCCL host > srun label (when labels are node indexes) > the rank's node > syslog host.
     """
-    aliases, rank_node, rank_local, device_rank, label_node_of = {}, {}, {}, {}, {}
-    for i, (nodes, rank_map) in enumerate(attempts):
-        for alias, node in host_aliases(nodes).items():
-            aliases[f"{i}#{alias}"] = node
-        label_node_of.update({i * _SPAN + k: n for k, n in enumerate(nodes)})
-        for r, n, lr in rank_map:
-            rank_node[i * _SPAN + r] = n
-            rank_local[i * _SPAN + r] = lr
-            device_rank[f"{i}#{n}#{lr}"] = r
+    # Lookups are keyed by attempt: `i#name` and i * _SPAN + number. With one attempt the keys are the plain values
+    # (cheaper: no key string per line).
+    single = len(attempts) == 1
     attempt = attempt.cast(pl.Int64)
     prefix = attempt.cast(pl.String) + "#"
 
+    def int_key(i: int, value: int) -> int:
+        return value if single else i * _SPAN + value
+
+    def str_key(i: int, value: str) -> str:
+        return value if single else f"{i}#{value}"
+
     def keyed(value: pl.Expr) -> pl.Expr:
-        return attempt * _SPAN + value.cast(pl.Int64)
+        return value.cast(pl.Int64) if single else attempt * _SPAN + value.cast(pl.Int64)
+
+    def keyed_str(value: pl.Expr) -> pl.Expr:
+        return value if single else prefix + value
+
+    aliases, rank_node, rank_local, device_rank, label_node_of = {}, {}, {}, {}, {}
+    for i, (nodes, rank_map) in enumerate(attempts):
+        for alias, node in host_aliases(nodes).items():
+            aliases[str_key(i, alias)] = node
+        label_node_of.update({int_key(i, k): n for k, n in enumerate(nodes)})
+        for r, n, lr in rank_map:
+            rank_node[int_key(i, r)] = n
+            rank_local[int_key(i, r)] = lr
+            device_rank[str_key(i, f"{n}#{lr}")] = r
 
     def host(expr: pl.Expr) -> pl.Expr:  # exact or short name of a node of the line's attempt, else the host itself
         lower = expr.str.to_lowercase()
         return pl.coalesce(
-            (prefix + lower).replace_strict(aliases, default=None, return_dtype=pl.String),
-            (prefix + lower.str.split(".").list.first()).replace_strict(aliases, default=None, return_dtype=pl.String),
+            keyed_str(lower).replace_strict(aliases, default=None, return_dtype=pl.String),
+            keyed_str(lower.str.split(".").list.first()).replace_strict(aliases, default=None, return_dtype=pl.String),
             expr,
         )
 
@@ -91,7 +104,7 @@ def place_attempt_lines(
             host(pl.col("syslog_host")),
         )
     )
-    device_key = pl.concat_str(prefix, pl.col("node"), pl.lit("#"), pl.col("nccl_dev").cast(pl.String))
+    device_key = keyed_str(pl.concat_str(pl.col("node"), pl.lit("#"), pl.col("nccl_dev").cast(pl.String)))
     return lf.with_columns(
         rank=pl.coalesce(pl.col("_rank_direct"), device_key.replace_strict(device_rank, default=None, return_dtype=pl.Int32)),
         local_rank=pl.coalesce(

@@ -305,38 +305,16 @@ def _anchor_unchained(df: pl.DataFrame, clocks: dict[int, FileClock], file: str)
     lines anchored to it, stamp-less lines inheriting the previous stamp."""
     if df.height == 0:
         return df, dict(clocks)
-
-    def per_file(values: dict[int, Any], dtype: pl.DataType) -> pl.Expr:
-        return pl.col(file).replace_strict(values, default=None, return_dtype=dtype)
-
-    last_mono = {i: c.last_mono for i, c in clocks.items() if c.last_mono is not None}
     given = {i: _naive_utc(c.boot_time) for i, c in clocks.items() if c.boot_time is not None}
     last_ts = {i: _naive_utc(c.last_ts) for i, c in clocks.items() if c.last_ts is not None}
     mono = pl.col("mono_s")
-    previous_mono = mono.forward_fill().shift(1).over(file)
-    if last_mono:
-        previous_mono = previous_mono.fill_null(per_file(last_mono, pl.Float64))
-    df = df.with_columns(_boot=(mono < previous_mono - _REBOOT_DROP_S).fill_null(False).cum_sum().over(file).cast(pl.Int64))
-    inferred = (
-        df.filter(pl.col("ts").is_not_null() & mono.is_not_null())
-        .select(file, "_boot", boot=pl.col("ts") - _since_boot())
-        .group_by(file, "_boot").agg(pl.col("boot").sort().gather(pl.len() // 2).first())
-    )
-    boots = (
-        df.select(file, "_boot").unique().join(inferred, on=[file, "_boot"], how="left")
-        .with_columns(boot=pl.when((pl.col("_boot") == 0) & pl.col(file).is_in(list(given)))
-                      .then(per_file(given, pl.Datetime("us"))).otherwise(pl.col("boot")))
-    )
-    df = df.join(boots, on=[file, "_boot"], how="left", maintain_order="left")
-    quality = pl.col("ts_quality")
-    anchored = quality.eq("monotonic") & mono.is_not_null() & pl.col("boot").is_not_null()
-    df = df.with_columns(
-        ts=pl.when(anchored).then(pl.col("boot") + _since_boot()).otherwise(pl.col("ts")),
-        ts_quality=pl.when(anchored).then(pl.lit("boot_anchored")).otherwise(quality),
-    )
+    if df.get_column("mono_s").null_count() < df.height:
+        df = _anchor_boots(df, clocks, given, file)
+    else:  # no seconds since boot (most batches): no boot to split, infer or anchor to
+        df = df.with_columns(boot=_per_file(file, given, pl.Datetime("us")), _boot=pl.lit(0, pl.Int64))
     previous = pl.col("ts").forward_fill().over(file)
     if last_ts:
-        previous = previous.fill_null(per_file(last_ts, pl.Datetime("us")))
+        previous = previous.fill_null(_per_file(file, last_ts, pl.Datetime("us")))
     inherits = pl.col("ts_quality").eq("none") & previous.is_not_null()
     df = df.with_columns(
         ts=pl.when(inherits).then(previous).otherwise(pl.col("ts")),
@@ -352,6 +330,39 @@ def _anchor_unchained(df: pl.DataFrame, clocks: dict[int, FileClock], file: str)
         out[i] = FileClock(boot_time=boot, last_ts=ts if ts is not None else clock.last_ts,
                            last_mono=m if m is not None else clock.last_mono)
     return df.drop("_boot", "boot"), out
+
+
+def _anchor_boots(df: pl.DataFrame, clocks: dict[int, FileClock], given: dict[int, datetime], file: str) -> pl.DataFrame:
+    """Add `_boot` (which boot of its file a line belongs to: seconds since boot dropping starts a new one) and
+    `boot` (that boot's time: `given` for the boot a file starts in, else inferred), and anchor monotonic lines."""
+    last_mono = {i: c.last_mono for i, c in clocks.items() if c.last_mono is not None}
+    mono = pl.col("mono_s")
+    previous_mono = mono.forward_fill().shift(1).over(file)
+    if last_mono:
+        previous_mono = previous_mono.fill_null(_per_file(file, last_mono, pl.Float64))
+    df = df.with_columns(_boot=(mono < previous_mono - _REBOOT_DROP_S).fill_null(False).cum_sum().over(file).cast(pl.Int64))
+    inferred = (
+        df.filter(pl.col("ts").is_not_null() & mono.is_not_null())
+        .select(file, "_boot", boot=pl.col("ts") - _since_boot())
+        .group_by(file, "_boot").agg(pl.col("boot").sort().gather(pl.len() // 2).first())
+    )
+    boots = (
+        df.select(file, "_boot").unique().join(inferred, on=[file, "_boot"], how="left")
+        .with_columns(boot=pl.when((pl.col("_boot") == 0) & pl.col(file).is_in(list(given)))
+                      .then(_per_file(file, given, pl.Datetime("us"))).otherwise(pl.col("boot")))
+    )
+    df = df.join(boots, on=[file, "_boot"], how="left", maintain_order="left")
+    quality = pl.col("ts_quality")
+    anchored = quality.eq("monotonic") & mono.is_not_null() & pl.col("boot").is_not_null()
+    df = df.with_columns(
+        ts=pl.when(anchored).then(pl.col("boot") + _since_boot()).otherwise(pl.col("ts")),
+        ts_quality=pl.when(anchored).then(pl.lit("boot_anchored")).otherwise(quality),
+    )
+    return df
+
+
+def _per_file(file: str, values: dict[int, Any], dtype: pl.DataType) -> pl.Expr:
+    return pl.col(file).replace_strict(values, default=None, return_dtype=dtype)
 
 
 _REBOOT_DROP_S = 1.0  # seconds since boot going back by more than this (printk order across CPUs is far tighter)
