@@ -433,7 +433,7 @@ def _normalize(ctxs: Sequence[AttemptContext], lines: pl.DataFrame) -> pl.DataFr
     """Strip, stamp and place the lines of the attempts `ctxs` (each line's `_attempt` indexes them), in one plan
     per time zone (the attempts of a fleet mostly share one). `attempt_id` is left to the caller (a literal per
     attempt costs nothing; a column built per line does)."""
-    present = sorted(lines.get_column("_attempt").unique().to_list())
+    present = sorted(lines.get_column("_attempt").unique().to_list()) or [0]  # no lines left: still the columns
     by_zone: dict[str, list[int]] = {}
     for position in present:
         by_zone.setdefault(ctxs[position].timezone, []).append(position)
