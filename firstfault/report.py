@@ -250,7 +250,7 @@ def svg_timeline(marks: list[dict], lanes: list[str], root_ts: datetime | None, 
     height = top + lane_h * len(lanes) + 30
     parts = [f'<svg class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
     if not timed:
-        parts.append(f'<text x="10" y="20">no timestamped evidence</text></svg>')
+        parts.append('<text x="10" y="20">no timestamped evidence</text></svg>')
         return "".join(parts)
     t0, t1 = min(m["ts"] for m in timed), max(m["ts"] for m in timed)
     span = (t1 - t0).total_seconds() or 60.0
