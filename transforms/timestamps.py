@@ -3,9 +3,9 @@
 ``parse_timestamps`` works on whole columns. Dates are computed with integer arithmetic (days since the epoch), so an
 impossible date (Feb 30, Feb 29 of a common year) becomes null instead of raising. When a line carries several wall
 clocks, the most complete one wins: a zoned ISO stamp, then a full local date, then a year-less stamp.
-``anchor_file_clock`` then runs per batch of one file, in line order: it turns monotonic seconds into wall time with
-the node's boot time and lets stamp-less lines inherit the previous stamp; only a small ``FileClock`` is carried from
-one batch to the next.
+``anchor_files`` (``anchor_file_clock`` for one file) then runs per batch of files, each in line order: it turns
+monotonic seconds into wall time with the node's boot time and lets stamp-less lines inherit the previous stamp; only a
+small ``FileClock`` per file is carried from one batch to the next.
 """
 from __future__ import annotations
 
@@ -237,81 +237,29 @@ class FileClock:
 def anchor_file_clock(df: pl.DataFrame, clock: FileClock) -> tuple[pl.DataFrame, FileClock]:
     """Give monotonic lines a wall time from the boot time and stamp-less lines the previous stamp of the file.
 
-    ``df`` is one batch of one file in line order, after ``parse_timestamps``.
+    ``df`` is one batch of one file in line order, after ``parse_timestamps`` (``anchor_files`` for one file).
     """
-    given = _naive_utc(clock.boot_time) if clock.boot_time is not None else None
-    segments = _boot_segments(df, clock.last_mono)
-    if segments is None:
-        boot_time = given or _infer_boot_time(df)
-        boot = None if boot_time is None else pl.lit(boot_time, pl.Datetime("us"))
-    else:
-        # the node rebooted inside the batch: each boot has its own boot time, inferred from its own lines; the
-        # known one belongs to the boot the batch starts in, and a boot with nothing to infer from stays unanchored
-        df = df.with_columns(_boot_segment=segments)
-        boots = [given or _infer_boot_time(df.filter(pl.col("_boot_segment") == 0))] + [
-            _infer_boot_time(df.filter(pl.col("_boot_segment") == k)) for k in range(1, segments.max() + 1)
-        ]
-        boot_time = boots[-1]
-        boot = pl.col("_boot_segment").replace_strict(dict(enumerate(boots)), default=None, return_dtype=pl.Datetime("us"))
-    ts, quality = pl.col("ts"), pl.col("ts_quality")
-    if boot is not None:
-        anchored = quality.eq("monotonic") & pl.col("mono_s").is_not_null() & boot.is_not_null()
-        df = df.with_columns(
-            ts=pl.when(anchored).then(boot + _since_boot()).otherwise(ts),
-            ts_quality=pl.when(anchored).then(pl.lit("boot_anchored")).otherwise(quality),
-        )
-    if segments is not None:
-        df = df.drop("_boot_segment")
-    monos = df.get_column("mono_s").drop_nulls()
-    last_mono = monos[-1] if len(monos) else clock.last_mono
-    df, chain_ts = _chain_deltas(df, clock.chain_ts)
-    previous = ts.forward_fill()
-    if clock.last_ts is not None:
-        previous = previous.fill_null(pl.lit(_naive_utc(clock.last_ts), pl.Datetime("us")))
-    inherits = quality.eq("none") & previous.is_not_null()
-    df = df.with_columns(
-        ts=pl.when(inherits).then(previous).otherwise(ts),
-        ts_quality=pl.when(inherits).then(pl.lit("inherited")).otherwise(quality),
-    )
-    stamped = df.get_column("ts").drop_nulls()
-    last_ts = stamped[-1] if len(stamped) else clock.last_ts
-    return df, FileClock(boot_time=boot_time, last_ts=last_ts, chain_ts=chain_ts, last_mono=last_mono)
+    frame, clocks = anchor_files(df.with_columns(_anchor_file=pl.lit(0, pl.Int32)), {0: clock}, file="_anchor_file")
+    return frame.drop("_anchor_file"), clocks[0]
 
 
 def anchor_files(df: pl.DataFrame, clocks: dict[int, FileClock], file: str = "_file") -> tuple[pl.DataFrame, dict[int, FileClock]]:
-    """``anchor_file_clock`` for a batch of several files (each one's lines together, in line order, told apart by
-    the ``file`` column) in one vectorised pass; ``clocks`` holds each file's clock before the batch (missing = a
-    fresh one). Returns the frame in the same order and every file's clock after it. Files in a dmesg -H chain
-    (rare) go through ``anchor_file_clock`` one by one."""
-    per_file = df.group_by(file, maintain_order=True).agg(chained=pl.col("chain_s").is_not_null().any())
-    ids = per_file.get_column(file).to_list()
-    clocks = {**{i: FileClock() for i in ids}, **clocks}
-    chained = {i for i, c in zip(ids, per_file.get_column("chained").to_list()) if c or clocks[i].chain_ts is not None}
-    if not chained:
-        return _anchor_unchained(df, clocks, file)
-    ordered = df.with_row_index("_order")
-    is_chained = pl.col(file).is_in(list(chained))
-    plain, out = _anchor_unchained(ordered.filter(~is_chained), {i: c for i, c in clocks.items() if i not in chained}, file)
-    parts = [plain]
-    for i in sorted(chained):
-        part, out[i] = anchor_file_clock(ordered.filter(pl.col(file) == i), clocks[i])
-        parts.append(part)
-    return pl.concat(parts, how="vertical").sort("_order").drop("_order"), out
-
-
-def _anchor_unchained(df: pl.DataFrame, clocks: dict[int, FileClock], file: str) -> tuple[pl.DataFrame, dict[int, FileClock]]:
-    """``anchor_file_clock`` of files without dmesg -H lines, all at once: boots split where seconds since boot
-    drop, each boot's time given (the one the file starts in) or inferred (median of wall − since-boot), monotonic
-    lines anchored to it, stamp-less lines inheriting the previous stamp."""
+    """Anchor a batch of several files at once (each one's lines together, in line order, told apart by the ``file``
+    column); ``clocks`` holds each file's clock before the batch (missing = a fresh one). Returns the frame in the
+    same order and every file's clock after it. Per file, in this order: boots split where seconds since boot drop,
+    each boot's time given (the one the file starts in) or inferred (median of wall − since-boot) and its monotonic
+    lines anchored to it; dmesg -H "+seconds" lines chained from their minute stamp; stamp-less lines inheriting the
+    previous stamp."""
+    clocks = {**{i: FileClock() for i in df.get_column(file).unique().to_list()}, **clocks}
     if df.height == 0:
-        return df, dict(clocks)
+        return df, clocks
     given = {i: _naive_utc(c.boot_time) for i, c in clocks.items() if c.boot_time is not None}
-    last_ts = {i: _naive_utc(c.last_ts) for i, c in clocks.items() if c.last_ts is not None}
-    mono = pl.col("mono_s")
     if df.get_column("mono_s").null_count() < df.height:
         df = _anchor_boots(df, clocks, given, file)
     else:  # no seconds since boot (most batches): no boot to split, infer or anchor to
         df = df.with_columns(boot=_per_file(file, given, pl.Datetime("us")), _boot=pl.lit(0, pl.Int64))
+    df = _chain_deltas(df, clocks, file)
+    last_ts = {i: _naive_utc(c.last_ts) for i, c in clocks.items() if c.last_ts is not None}
     previous = pl.col("ts").forward_fill().over(file)
     if last_ts:
         previous = previous.fill_null(_per_file(file, last_ts, pl.Datetime("us")))
@@ -321,14 +269,16 @@ def _anchor_unchained(df: pl.DataFrame, clocks: dict[int, FileClock], file: str)
         ts_quality=pl.when(inherits).then(pl.lit("inherited")).otherwise(pl.col("ts_quality")),
     )
     ends = df.group_by(file).agg(
-        last_ts=pl.col("ts").drop_nulls().last(), last_mono=mono.drop_nulls().last(),
+        last_ts=pl.col("ts").drop_nulls().last(), last_mono=pl.col("mono_s").drop_nulls().last(),
         boot=pl.col("boot").sort_by("_boot").last(),
+        # a chain that reaches the batch's end goes on in the next batch of the file
+        chain_ts=pl.when(pl.col("chain_s").last().is_not_null()).then(pl.col("ts").last()),
     )
     out = dict(clocks)
-    for i, ts, m, boot in ends.select(file, "last_ts", "last_mono", "boot").iter_rows():
+    for i, ts, mono, boot, chain_ts in ends.select(file, "last_ts", "last_mono", "boot", "chain_ts").iter_rows():
         clock = clocks[i]
-        out[i] = FileClock(boot_time=boot, last_ts=ts if ts is not None else clock.last_ts,
-                           last_mono=m if m is not None else clock.last_mono)
+        out[i] = FileClock(boot_time=boot, last_ts=ts if ts is not None else clock.last_ts, chain_ts=chain_ts,
+                           last_mono=mono if mono is not None else clock.last_mono)
     return df.drop("_boot", "boot"), out
 
 
@@ -354,11 +304,35 @@ def _anchor_boots(df: pl.DataFrame, clocks: dict[int, FileClock], given: dict[in
     df = df.join(boots, on=[file, "_boot"], how="left", maintain_order="left")
     quality = pl.col("ts_quality")
     anchored = quality.eq("monotonic") & mono.is_not_null() & pl.col("boot").is_not_null()
-    df = df.with_columns(
+    return df.with_columns(
         ts=pl.when(anchored).then(pl.col("boot") + _since_boot()).otherwise(pl.col("ts")),
         ts_quality=pl.when(anchored).then(pl.lit("boot_anchored")).otherwise(quality),
     )
-    return df
+
+
+def _chain_deltas(df: pl.DataFrame, clocks: dict[int, FileClock], file: str) -> pl.DataFrame:
+    """dmesg -H: a minute stamp starts a chain and each "+seconds" line after it is the previous message plus its
+    seconds. Any other line ends the chain; a "+seconds" line outside a chain keeps no wall time. A file's first
+    lines continue the chain its previous batch ended in (its clock's `chain_ts`)."""
+    carried = {i: _naive_utc(c.chain_ts) for i, c in clocks.items() if c.chain_ts is not None}
+    if not carried and df.get_column("chain_s").null_count() == df.height:
+        return df  # no dmesg -H lines: most files
+    chained, ts = pl.col("chain_s").is_not_null(), pl.col("ts")
+    head_ts = pl.when(chained & ts.is_not_null()).then(ts)
+    segment = [file, "_segment"]
+    # segment 0 of a file: the lines that continue the previous batch's chain
+    df = df.with_columns(_segment=(~chained | ts.is_not_null()).cum_sum().over(file)).with_columns(
+        _base=pl.when(pl.col("_segment") == 0)
+        .then(_per_file(file, carried, pl.Datetime("us")))
+        .otherwise(head_ts.first().over(segment)),
+        _offset=pl.col("chain_s").cum_sum().over(segment),
+    )
+    follows = chained & ts.is_null() & pl.col("_base").is_not_null()
+    offset = pl.duration(microseconds=(pl.col("_offset") * _US_PER_SECOND).round().cast(pl.Int64))
+    return df.with_columns(
+        ts=pl.when(follows).then(pl.col("_base") + offset).otherwise(ts),
+        ts_quality=pl.when(follows).then(pl.lit("year_inferred")).otherwise(pl.col("ts_quality")),
+    ).drop("_segment", "_base", "_offset")
 
 
 def _per_file(file: str, values: dict[int, Any], dtype: pl.DataType) -> pl.Expr:
@@ -366,55 +340,6 @@ def _per_file(file: str, values: dict[int, Any], dtype: pl.DataType) -> pl.Expr:
 
 
 _REBOOT_DROP_S = 1.0  # seconds since boot going back by more than this (printk order across CPUs is far tighter)
-
-
-def _boot_segments(df: pl.DataFrame, last_mono: float | None) -> pl.Series | None:
-    """Which boot each line belongs to (0 = the one the batch starts in): seconds since boot drop at a reboot.
-    None when the node did not reboot within the batch (most batches)."""
-    mono = df.get_column("mono_s")
-    if mono.null_count() == df.height:
-        return None
-    previous = mono.forward_fill().shift(1)
-    if last_mono is not None:
-        previous = previous.fill_null(last_mono)
-    reboot = (mono < previous - _REBOOT_DROP_S).fill_null(False)
-    return reboot.cum_sum() if reboot.any() else None
-
-
-def _chain_deltas(df: pl.DataFrame, chain_ts: datetime | None) -> tuple[pl.DataFrame, datetime | None]:
-    """dmesg -H: a minute stamp starts a chain and each "+seconds" line after it is the previous message plus its
-    seconds. Any other line ends the chain; a "+seconds" line outside a chain keeps no wall time. Returns the
-    frame and the chain that reaches its end (continued by the next batch of the file)."""
-    if df.height == 0:
-        return df, chain_ts
-    if chain_ts is None and df.get_column("chain_s").null_count() == df.height:
-        return df, None  # no dmesg -H lines: most files
-    chained, ts = pl.col("chain_s").is_not_null(), pl.col("ts")
-    head_ts = pl.when(chained & ts.is_not_null()).then(ts)
-    # segment 0: the lines that continue the previous batch's chain
-    df = df.with_columns(_segment=(~chained | ts.is_not_null()).cum_sum()).with_columns(
-        _base=pl.when(pl.col("_segment") == 0)
-        .then(pl.lit(_naive_utc(chain_ts) if chain_ts else None, pl.Datetime("us")))
-        .otherwise(head_ts.first().over("_segment")),
-        _offset=pl.col("chain_s").cum_sum().over("_segment"),
-    )
-    follows = chained & ts.is_null() & pl.col("_base").is_not_null()
-    df = df.with_columns(
-        ts=pl.when(follows).then(pl.col("_base") + pl.duration(microseconds=(pl.col("_offset") * _US_PER_SECOND).round().cast(pl.Int64))).otherwise(ts),
-        ts_quality=pl.when(follows).then(pl.lit("year_inferred")).otherwise(pl.col("ts_quality")),
-    ).drop("_segment", "_base", "_offset")
-    last = df.row(df.height - 1, named=True)
-    return df, last["ts"] if last["chain_s"] is not None else None
-
-
-def _infer_boot_time(df: pl.DataFrame) -> datetime | None:
-    """Boot time = wall clock − seconds since boot, on lines that carry both (median, robust to a skewed line)."""
-    boots = df.filter(pl.col("ts").is_not_null() & pl.col("mono_s").is_not_null()).select(
-        boot=pl.col("ts") - _since_boot()
-    )
-    if boots.height == 0:
-        return None
-    return boots.get_column("boot").sort().gather(boots.height // 2).item()
 
 
 def _since_boot() -> pl.Expr:
