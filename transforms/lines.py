@@ -71,56 +71,42 @@ def _line_array(buf: bytes) -> pa.LargeStringArray:
 
 def split_lines(chunk: bytes, first_line: int, max_line_chars: int) -> tuple[pl.DataFrame, LineStats]:
     """Frame with `line` (Int64, 1-based physical line number) and `raw` (String, no line terminator)."""
-    stats = LineStats()
-    if not chunk:
-        return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.String}), stats
-    buf, patches = chunk, 0
-    strings = _line_array(buf)
-    try:
-        strings.validate(full=True)  # UTF-8 checked in place: decoding the chunk to check it costs 8x more
-    except pa.ArrowInvalid:
-        buf, patches = repair_utf8(chunk)
-        strings = _line_array(buf)
-    count = len(strings)
-    raw = pl.from_arrow(strings).str.strip_chars_end("\r\n")
-    frame = pl.DataFrame({"line": pl.int_range(first_line, first_line + count, dtype=pl.Int64, eager=True), "raw": raw})
-    stats.lines = count
-    if patches:
-        stats.malformed = int(frame["raw"].str.contains(REPLACEMENT.decode(), literal=True).sum())
-    if b"\x00" in buf:
-        has_nul = frame["raw"].str.contains("\x00", literal=True)
-        stats.binary = int(has_nul.sum())
-        frame = frame.filter(~has_nul)
-    too_long = frame["raw"].str.len_bytes() > max_line_chars
-    stats.truncated = int(too_long.sum())
-    if stats.truncated:
-        frame = frame.with_columns(pl.col("raw").str.slice(0, max_line_chars))
-    return frame, stats
+    frame, stats = split_chunks([chunk], [first_line], max_line_chars)
+    return frame.drop("_chunk"), stats[0]
 
 
 def split_chunks(chunks: Sequence[bytes], first_lines: Sequence[int], max_line_chars: int) -> tuple[pl.DataFrame, list[LineStats]]:
     """``split_lines`` of several chunks of whole lines in one pass, with ``_chunk`` (the chunk's position) on every
-    line: a batch of many small files costs one split, not one per file. When a chunk is not valid UTF-8 they are
-    split one by one, so that each is repaired and counted on its own."""
+    line: a batch of many small files costs one split, not one per file. Each chunk's lines are counted on their
+    own (malformed, binary, truncated)."""
     data = [c if not c or c.endswith(b"\n") else c + b"\n" for c in chunks]
+    stats = [LineStats() for _ in data]
     buf = b"".join(data)
     if not buf:
-        return _split_each(chunks, first_lines, max_line_chars)
-    strings = _line_array(buf)
+        return pl.DataFrame(schema={"line": pl.Int64, "raw": pl.String, "_chunk": pl.Int32}), stats
+    strings, patches = _line_array(buf), [0] * len(data)
     try:
-        strings.validate(full=True)
+        strings.validate(full=True)  # UTF-8 checked in place: decoding the chunks to check them costs 8x more
     except pa.ArrowInvalid:
-        return _split_each(chunks, first_lines, max_line_chars)
+        data, patches = map(list, zip(*(repair_utf8(c) for c in data)))
+        buf = b"".join(data)
+        strings = _line_array(buf)
     counts = np.fromiter((c.count(b"\n") for c in data), dtype=np.int64, count=len(data))
     starts = np.cumsum(counts) - counts
     chunk = np.repeat(np.arange(len(data), dtype=np.int32), counts)
     line = np.arange(len(strings), dtype=np.int64) + np.repeat(np.asarray(first_lines, dtype=np.int64) - starts, counts)
     frame = pl.DataFrame({"line": line, "raw": pl.from_arrow(strings).str.strip_chars_end("\r\n"), "_chunk": chunk})
-    stats = [LineStats(lines=int(n)) for n in counts]
+    for s, n in zip(stats, counts.tolist()):
+        s.lines = n
 
     def per_chunk(mask: pl.Series) -> list[int]:
         return np.bincount(frame["_chunk"].to_numpy()[mask.to_numpy()], minlength=len(data)).tolist()
 
+    if any(patches):
+        repaired = [i for i, p in enumerate(patches) if p]
+        malformed = frame["raw"].str.contains(REPLACEMENT.decode(), literal=True) & frame["_chunk"].is_in(repaired)
+        for s, n in zip(stats, per_chunk(malformed)):
+            s.malformed = n
     if b"\x00" in buf:
         has_nul = frame["raw"].str.contains("\x00", literal=True)
         for s, n in zip(stats, per_chunk(has_nul)):
@@ -132,12 +118,3 @@ def split_chunks(chunks: Sequence[bytes], first_lines: Sequence[int], max_line_c
             s.truncated = n
         frame = frame.with_columns(pl.col("raw").str.slice(0, max_line_chars))
     return frame, stats
-
-
-def _split_each(chunks: Sequence[bytes], first_lines: Sequence[int], max_line_chars: int) -> tuple[pl.DataFrame, list[LineStats]]:
-    frames, stats = [pl.DataFrame(schema={"line": pl.Int64, "raw": pl.String, "_chunk": pl.Int32})], []
-    for position, (chunk, first_line) in enumerate(zip(chunks, first_lines)):
-        frame, chunk_stats = split_lines(chunk, first_line, max_line_chars)
-        frames.append(frame.with_columns(_chunk=pl.lit(position, pl.Int32)))
-        stats.append(chunk_stats)
-    return pl.concat(frames, how="vertical"), stats
