@@ -91,7 +91,10 @@ def split_chunks(chunks: Sequence[bytes], first_lines: Sequence[int], max_line_c
         data, patches = map(list, zip(*(repair_utf8(c) for c in data)))
         buf = b"".join(data)
         strings = _line_array(buf)
-    counts = np.fromiter((c.count(b"\n") for c in data), dtype=np.int64, count=len(data))
+    # lines per chunk: where each chunk's end falls among the line ends (every chunk ends with a newline)
+    line_ends = np.frombuffer(strings.buffers()[1], dtype=np.int64)[1 : len(strings) + 1]
+    chunk_ends = np.searchsorted(line_ends, np.cumsum([len(c) for c in data]), side="right")
+    counts = np.diff(chunk_ends, prepend=0)
     starts = np.cumsum(counts) - counts
     chunk = np.repeat(np.arange(len(data), dtype=np.int32), counts)
     line = np.arange(len(strings), dtype=np.int64) + np.repeat(np.asarray(first_lines, dtype=np.int64) - starts, counts)
