@@ -5,7 +5,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from firstfault.transforms.placement import host_aliases
+from firstfault.transforms.placement import host_aliases, resolve_host
 
 # NCCL INFO lines that tell which address belongs to which host
 _ADDRESS_FIELDS = {"nccl_net_using": "oob_ip", "nccl_bootstrap": "ip"}
@@ -53,11 +53,6 @@ def resolve_attempt_peers(events: pl.DataFrame, attempts: Mapping[str, tuple[Seq
     peer = pl.col("peer_addr")
     by_address = (key + normalize_address(peer)).replace_strict(dict(zip(book["key"], book["node"])), default=None,
                                                                  return_dtype=pl.String)
-    lower = peer.str.to_lowercase()
-    by_name = pl.coalesce(
-        (key + lower).replace_strict(aliases, default=None, return_dtype=pl.String),
-        (key + lower.str.split(".").list.first()).replace_strict(aliases, default=None, return_dtype=pl.String),
-        peer,
-    )
+    by_name = resolve_host(peer, aliases, key)
     in_nodes = (key + by_name).is_in(list(members))
     return events.with_columns(peer_node=pl.coalesce(pl.col("peer_node"), by_address, pl.when(in_nodes).then(by_name))).collect()

@@ -1,7 +1,7 @@
 """Give every line its node and rank, from the file, its prefixes and the attempt's rank map."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
@@ -13,6 +13,18 @@ def host_aliases(nodes: Sequence[str]) -> dict[str, str]:
         aliases.setdefault(n.lower(), n)
         aliases.setdefault(n.split(".")[0].lower(), n)
     return aliases
+
+
+def resolve_host(expr: pl.Expr, aliases: Mapping[str, str], prefix: pl.Expr | None = None) -> pl.Expr:
+    """A host name -> the node it names (exact or short name, any case); an unknown host keeps its own name.
+    `aliases` maps names to nodes (`host_aliases`); when it holds the aliases of several attempts, each key starts
+    with its attempt's prefix and `prefix` gives each line's."""
+    lower = expr.str.to_lowercase()
+
+    def lookup(name: pl.Expr) -> pl.Expr:
+        return (name if prefix is None else prefix + name).replace_strict(aliases, default=None, return_dtype=pl.String)
+
+    return pl.coalesce(lookup(lower), lookup(lower.str.split(".").list.first()), expr)
 
 
 def place_lines(
@@ -78,13 +90,8 @@ def place_attempt_lines(
             rank_local[int_key(i, r)] = lr
             device_rank[str_key(i, f"{n}#{lr}")] = r
 
-    def host(expr: pl.Expr) -> pl.Expr:  # exact or short name of a node of the line's attempt, else the host itself
-        lower = expr.str.to_lowercase()
-        return pl.coalesce(
-            keyed_str(lower).replace_strict(aliases, default=None, return_dtype=pl.String),
-            keyed_str(lower.str.split(".").list.first()).replace_strict(aliases, default=None, return_dtype=pl.String),
-            expr,
-        )
+    def host(expr: pl.Expr) -> pl.Expr:
+        return resolve_host(expr, aliases, None if single else prefix)
 
     # file-level facts are literals for one file, columns when several files are placed in one frame
     mode = label_mode if isinstance(label_mode, pl.Expr) else pl.lit(label_mode, pl.String)
