@@ -113,7 +113,7 @@ def measure_run(spec_paths: list[str], out: str) -> None:
     """Child process: the whole run, then its timings as JSON on stdout (peak memory is read by the parent)."""
     from firstfault.config import Config, LakeSettings, WarehouseSettings
     from firstfault.connectors.static_context import load_static_context
-    from firstfault.pipeline import attribute, land, load
+    from firstfault.run import attribute, land, load
 
     config = Config(lake=LakeSettings(f"{out}/lake"), warehouse=WarehouseSettings(f"{out}/w.duckdb"))
     contexts = [load_static_context(p) for p in spec_paths]

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_days(Path(fleet), Path(out), runner, args.child_days.split(","))))
         return 0
 
-    from firstfault.simulate import evaluate, read_truth, simulate
+    from firstfault.synthetic.simulate import evaluate, read_truth, simulate
 
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     fleet = root / "fleet"

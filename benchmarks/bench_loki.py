@@ -79,7 +79,7 @@ class _TimedStage:
 def land_one(url: str, megabytes: int, batch_mb: int, folder: Path) -> dict:
     """Runs in a fresh process: land one attempt from Loki, return timings and this process's peak RSS."""
     from firstfault.config import Config, Landing, LakeSettings, LokiSettings
-    from firstfault.connectors.lake import Lake
+    from firstfault.lake import Lake
     from firstfault.connectors.loki import LokiConnector
     from firstfault.connectors.static_context import context_from_dict
     from firstfault.landing import land_attempt

@@ -16,11 +16,11 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from firstfault.attribution import load_rules, register_reference, rules_version, run_rules
+from firstfault.rules_sql.engine import load_rules, register_reference, rules_version, run_rules
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import load_static_context
-from firstfault.demo import write_demo
-from firstfault.pipeline import land
+from firstfault.synthetic.demo import write_demo
+from firstfault.run import land
 
 
 def replicated(frame: pl.DataFrame, copies: int) -> pl.DataFrame:

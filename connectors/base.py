@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import IO, Any, Protocol, runtime_checkable
 
-from firstfault.connectors.lake import Lake
+from firstfault.lake import Lake
 from firstfault.connectors.static_context import AttemptContext, LogSpec, context_to_dict
 
 

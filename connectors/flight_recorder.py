@@ -4,7 +4,7 @@ Dumps are pickles, so they are read with a restricted unpickler that refuses EVE
 dicts, lists, strings, numbers, booleans and None, and anything that names a class or function (os.system via
 GLOBAL/STACK_GLOBAL + REDUCE, …) is refused before it can be called. Bad input becomes a report, never an exception.
 
-`read_dumps` returns one row per entry (`ENTRY_SCHEMA`) plus per-file reports; `dump_events` turns the dumps into
+`read_dumps` returns one row per entry (`FLIGHT_RECORDER_ENTRY_SCHEMA`) plus per-file reports; `dump_events` turns the dumps into
 events (DESIGN §3) the rules can point at: one `flight_recorder_dump` event per dump (its PG membership in
 `fields.pgs`) and one `flight_recorder_entry` event for each of the last `KEEP_PER_PG` entries per (rank, PG).
 """
@@ -21,18 +21,12 @@ import fsspec
 import polars as pl
 
 from firstfault.connectors.static_context import AttemptContext
+from firstfault.schema import FLIGHT_RECORDER_ENTRY_SCHEMA
 
 SOURCE = "flight_recorder"
 KEEP_PER_PG = 20
 MAX_DUMP_BYTES = 256 * 1024 * 1024
 
-ENTRY_SCHEMA: dict[str, pl.DataType] = {
-    "attempt_id": pl.String(), "rank": pl.Int32(), "pg_id": pl.String(), "pg_name": pl.String(), "pg_desc": pl.String(),
-    "collective_seq_id": pl.Int64(), "p2p_seq_id": pl.Int64(), "is_p2p": pl.Boolean(), "op": pl.String(),
-    "input_sizes": pl.String(), "output_sizes": pl.String(), "state": pl.String(), "time_created_ns": pl.Int64(),
-    "time_discovered_started_ns": pl.Int64(), "time_discovered_completed_ns": pl.Int64(), "source": pl.String(),
-    "uri": pl.String(), "entry": pl.Int64(), "locator": pl.String(),
-}
 _RANK_IN_NAME = re.compile(r"_dump_(\d+)$")
 _PLAIN = (dict, list, tuple, str, bytes, int, float, bool, type(None))
 
@@ -86,7 +80,7 @@ def read_dumps(uris: list[str], ctx: AttemptContext) -> tuple[pl.DataFrame, list
         for i, e in enumerate(dump.get("entries") or []):
             if isinstance(e, dict):
                 rows.append(_entry_row(ctx.attempt_id, rank, uri, i, e))
-    frame = pl.DataFrame(rows, schema=ENTRY_SCHEMA, orient="row") if rows else pl.DataFrame(schema=ENTRY_SCHEMA)
+    frame = pl.DataFrame(rows, schema=FLIGHT_RECORDER_ENTRY_SCHEMA, orient="row") if rows else pl.DataFrame(schema=FLIGHT_RECORDER_ENTRY_SCHEMA)
     return frame, reports
 
 

@@ -8,11 +8,8 @@ import fsspec
 import polars as pl
 
 from firstfault.connectors.static_context import AttemptContext
+from firstfault.schema import METRICS_SCHEMA
 
-METRICS_SCHEMA = {
-    "ts": pl.Datetime("us"), "node": pl.String, "metric": pl.String, "value": pl.Float64, "gpu": pl.String,
-    "port": pl.String, "source": pl.String, "uri": pl.String, "line": pl.Int64,
-}
 REQUIRED = ("ts", "node", "metric", "value")
 
 

@@ -162,7 +162,7 @@ def _fleet_rebuild(args) -> int:
     from pathlib import Path
 
     from firstfault.config import resolve_config
-    from firstfault.fleet import rebuild
+    from firstfault.warehouse.fleet import rebuild
 
     config = resolve_config(args.config, warehouse_path=args.warehouse)
     if not Path(config.warehouse.path).exists():
@@ -174,7 +174,7 @@ def _fleet_rebuild(args) -> int:
 
 def _rules_test(args) -> int:
     from firstfault.config import resolve_config
-    from firstfault.rule_kit import resolve_dirs, run_tests
+    from firstfault.rules_sql.kit import resolve_dirs, run_tests
 
     dirs = resolve_dirs(resolve_config(args.config), args.dirs, args.patterns)
     results, _ = run_tests(dirs)
@@ -193,7 +193,7 @@ def _rules_test(args) -> int:
 
 def _rules_lint(args) -> int:
     from firstfault.config import resolve_config
-    from firstfault.rule_kit import lint, resolve_dirs
+    from firstfault.rules_sql.kit import lint, resolve_dirs
 
     problems, summary = lint(resolve_dirs(resolve_config(args.config), args.dirs, args.patterns))
     for problem in problems:
@@ -207,7 +207,7 @@ def _rules_lint(args) -> int:
 
 def _attribute(args) -> int:
     from firstfault.config import resolve_config
-    from firstfault.outputs import parse_outputs
+    from firstfault.warehouse.outputs import parse_outputs
 
     outputs = parse_outputs(args.output)
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
@@ -219,7 +219,7 @@ def _attribute(args) -> int:
         attempt_ids = attribute_attempt(specs, args.config, config.lake.root, config.warehouse.path)
     else:
         from firstfault.connectors.static_context import load_static_context
-        from firstfault.pipeline import run_static
+        from firstfault.run import run_static
 
         contexts = [load_static_context(p) for p in specs]
         run_static(contexts, config)
@@ -238,7 +238,7 @@ def scheduler_specs(config, kind: str, value: str, where: str) -> list[str]:
     `kind` is `slurm` / `kueue` (value: their id) or `scheduler` (value: NAME:REF); `where` names the flag or the
     request in errors. Shared by `attribute` and the HTTP API (firstfault/api.py)."""
     from firstfault.connectors.base import save_context
-    from firstfault.connectors.lake import Lake
+    from firstfault.lake import Lake
     from firstfault.connectors.registry import scheduler_connectors
 
     name, ref = value.partition(":")[::2] if kind == "scheduler" else (kind, value)
@@ -256,7 +256,7 @@ def scheduler_specs(config, kind: str, value: str, where: str) -> list[str]:
 
 
 def _simulate(args) -> int:
-    from firstfault.simulate import attribute_fleet, simulate
+    from firstfault.synthetic.simulate import attribute_fleet, simulate
 
     if args.nodes < 1 or args.attempts < 1 or args.days < 1:
         raise BadInput("<command line>", "--nodes/--attempts/--days", "must be at least 1")
@@ -270,7 +270,7 @@ def _simulate(args) -> int:
 def _evaluate(args) -> int:
     from pathlib import Path
 
-    from firstfault.simulate import evaluate, render
+    from firstfault.synthetic.simulate import evaluate, render
 
     truth = Path(args.truth) / "truth.jsonl"
     if not truth.is_file():
@@ -284,8 +284,8 @@ def _evaluate(args) -> int:
 
 
 def _demo(args) -> int:
-    from firstfault.demo import run_demo
-    from firstfault.outputs import parse_outputs
+    from firstfault.synthetic.demo import run_demo
+    from firstfault.warehouse.outputs import parse_outputs
 
     outputs = parse_outputs(args.output)
     warehouse, attempt_ids = run_demo(args.dir, fleet=max(0, args.fleet))
@@ -293,7 +293,7 @@ def _demo(args) -> int:
     if args.fleet > 0 and not args.json:
         from pathlib import Path
 
-        from firstfault.simulate import evaluate, render
+        from firstfault.synthetic.simulate import evaluate, render
 
         print(f"\nsimulated fleet ({Path(args.dir) / 'fleet'}, truth.jsonl), scored against the warehouse:")
         print("\n".join(render(evaluate(Path(args.dir) / "fleet", warehouse)).splitlines()[:6]))
@@ -304,7 +304,7 @@ def _demo(args) -> int:
 
 def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, single: bool, outputs=()) -> None:
     """Print the stored verdicts of `attempt_ids` and write them to every `--output` target."""
-    from firstfault.outputs import stored_verdicts, verdict_json, write_outputs
+    from firstfault.warehouse.outputs import stored_verdicts, verdict_json, write_outputs
     from firstfault.verdict import render
 
     verdicts = stored_verdicts(warehouse, attempt_ids)
@@ -322,7 +322,7 @@ def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, si
 def _nightly(args) -> int:
     from firstfault.config import resolve_config
     from firstfault.nightly import parse_run_date, render_summary
-    from firstfault.outputs import parse_outputs, stored_verdicts, write_outputs
+    from firstfault.warehouse.outputs import parse_outputs, stored_verdicts, write_outputs
 
     outputs = parse_outputs(args.output)
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
@@ -356,7 +356,7 @@ def _serve(args) -> int:
 
 def _report(args) -> int:
     from firstfault.config import resolve_config
-    from firstfault.report import write_report
+    from firstfault.warehouse.report import write_report
 
     config = resolve_config(args.config, warehouse_path=args.warehouse)
     try:

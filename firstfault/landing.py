@@ -23,14 +23,18 @@ import pyarrow as pa
 
 from firstfault.config import Landing
 from firstfault.connectors.base import Report, SourceConnector, Staging
-from firstfault.connectors.flight_recorder import ENTRY_SCHEMA as FR_ENTRY_SCHEMA, dump_events, read_dumps
-from firstfault.connectors.lake import Lake
+from firstfault.connectors.flight_recorder import dump_events, read_dumps
+from firstfault.lake import Lake
 from firstfault.connectors.local_files import LogFile, fingerprint, read_batches, resolve_logs, resolve_paths
-from firstfault.connectors.metrics_csv import METRICS_SCHEMA, read_metrics
+from firstfault.connectors.metrics_csv import read_metrics
 from firstfault.connectors.static_context import AttemptContext
 from firstfault.spill import SpillingFrames
 from firstfault.transforms.decorations import strip_decorations
-from firstfault.transforms.extract import EVENT_SCHEMA, LINE_SCHEMA, Pattern, conform_events, extract_events, trigger_literals
+from firstfault.schema import (
+    CONNECTOR_REPORT_SCHEMA, CONTEXT_SCHEMA, EVENT_SCHEMA, EVENTS_ARROW_SCHEMA, FLIGHT_RECORDER_SCHEMA, LINE_SCHEMA, LOGS_SCHEMA,
+    METRICS_SCHEMA, conform_events,
+)
+from firstfault.transforms.extract import Pattern, extract_events, trigger_literals
 from firstfault.transforms.lines import LineStats, split_chunks
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
@@ -40,21 +44,7 @@ from firstfault.transforms.timestamps import FileClock, anchor_files, local_wind
 
 log = logging.getLogger(__name__)
 
-LOGS_SCHEMA = pa.schema(
-    [
-        ("attempt_id", pa.string()), ("node", pa.string()), ("rank", pa.int32()), ("source", pa.string()),
-        ("uri", pa.string()), ("line", pa.int64()), ("ts", pa.timestamp("us")), ("ts_quality", pa.string()),
-        ("raw", pa.string()),
-    ]
-)
 CANDIDATE_COLUMNS = list(LINE_SCHEMA)
-REPORT_SCHEMA = pa.schema(
-    [
-        ("attempt_id", pa.string()), ("connector", pa.string()), ("source", pa.string()), ("uri", pa.string()),
-        ("status", pa.string()), ("rows", pa.int64()), ("reason", pa.string()), ("fingerprint", pa.string()),
-        ("lines_malformed", pa.int64()), ("lines_binary", pa.int64()), ("lines_truncated", pa.int64()),
-    ]
-)
 # A file whose first batch is mostly NUL-bearing or undecodable lines is binary, not a log.
 _BINARY_SHARE = 0.3
 _PREPARE_THREADS = 2
@@ -215,12 +205,12 @@ def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
     metrics = _land_metrics(ctx, result)
     events = _events(item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
-    schema = events_arrow_schema()
+    schema = EVENTS_ARROW_SCHEMA
     result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, _event_batches(events, fr_events, schema), schema)
     lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
     result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
     lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=item.gpu_model), CONTEXT_SCHEMA)
-    lake.write("inputs", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, REPORT_SCHEMA), REPORT_SCHEMA)
+    lake.write("inputs", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, CONNECTOR_REPORT_SCHEMA), CONNECTOR_REPORT_SCHEMA)
     return True
 
 
@@ -506,13 +496,6 @@ def _staged_locators(events: pl.LazyFrame, origins: dict[str, str]) -> pl.LazyFr
     )
 
 
-def events_arrow_schema() -> pa.Schema:
-    return _EVENTS_ARROW_SCHEMA
-
-
-_EVENTS_ARROW_SCHEMA = pl.DataFrame(schema=EVENT_SCHEMA).to_arrow().schema
-
-
 def _land_metrics(ctx: AttemptContext, result: LandingResult) -> pa.Table:
     uris, missing = resolve_paths(ctx, ctx.metrics)
     for m in missing:
@@ -545,18 +528,7 @@ def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index
     return entries.to_arrow().cast(FLIGHT_RECORDER_SCHEMA), events
 
 
-FLIGHT_RECORDER_SCHEMA = pl.DataFrame(schema=FR_ENTRY_SCHEMA).to_arrow().schema
 _NO_RECORDER_ENTRIES = FLIGHT_RECORDER_SCHEMA.empty_table()
-
-
-CONTEXT_SCHEMA = pa.schema(
-    [
-        ("attempt_id", pa.string()), ("cluster", pa.string()), ("workload_id", pa.string()), ("attempt", pa.int64()),
-        ("state", pa.string()), ("exit_code", pa.string()), ("start_ts", pa.timestamp("us")), ("end_ts", pa.timestamp("us")),
-        ("timezone", pa.string()), ("gpu_model", pa.string()), ("gpus_per_node", pa.int32()),
-        ("nodes", pa.list_(pa.string())), ("rank_map", pa.string()), ("spec_uri", pa.string()),
-    ]
-)
 
 
 def logged_gpu_models(events: pl.DataFrame) -> dict[str | None, str]:

@@ -30,14 +30,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from firstfault.config import Config
-from firstfault.connectors.lake import Lake
+from firstfault.lake import Lake
 from firstfault.errors import BadInput
-from firstfault.warehouse.store import ATTEMPT_TABLES
+from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA
 
 log = logging.getLogger(__name__)
 
 SPEC_SUFFIXES = ("*.yaml", "*.yml", "*.json")
-FAILURE_SCHEMA = pa.schema([("attempt_id", pa.string()), ("spec_uri", pa.string()), ("stage", pa.string()), ("error", pa.string())])
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,7 @@ def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str]
     """The attempts whose `end` falls on run_date (UTC), with their input fingerprints; malformed specs and
     unreadable inputs become failure rows. Returns (candidates, failures, spec files seen)."""
     from firstfault.connectors.static_context import load_static_context
-    from firstfault.inputs import input_fingerprint
+    from firstfault.connectors.fingerprint import input_fingerprint
 
     specs = sorted(set(list_specs(patterns)) | set(extra_specs))
     candidates: dict[str, Candidate] = {}
@@ -174,7 +173,7 @@ def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str]
 def current_rules_version(config: Config) -> str:
     from pathlib import Path
 
-    from firstfault.attribution import load_rules, rules_version
+    from firstfault.rules_sql.engine import load_rules, rules_version
 
     return rules_version(load_rules([Path(d) for d in config.rules.dirs]), [Path(d) for d in config.patterns.dirs])
 
@@ -248,7 +247,7 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
     """Land and attribute one shard, one attempt's failure never the shard's; write the result tables and the
     failures as Parquet under <lake>/results/run=<run_id>/shard=<index>/ and return that folder's URL."""
     from firstfault.connectors.static_context import load_static_context
-    from firstfault.pipeline import attribute, land
+    from firstfault.run import attribute, land
 
     failures: list[dict] = []
     contexts = []
@@ -286,16 +285,16 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
         for name in ATTEMPT_TABLES:
             table = pa.concat_tables([p[name] for p in parts], promote_options="permissive")
             _write(lake, posixpath.join(folder, f"{name}.parquet"), table)
-    _write(lake, posixpath.join(folder, "failures.parquet"), pa.Table.from_pylist(failures, schema=FAILURE_SCHEMA))
+    _write(lake, posixpath.join(folder, "failures.parquet"), pa.Table.from_pylist(failures, schema=RUN_FAILURE_SCHEMA))
     return lake.fs.unstrip_protocol(folder)
 
 
 def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: str = "nightly",
                  extra_failures: Sequence[dict] = ()) -> dict:
     """The single writer: every shard's tables into the warehouse in one transaction, the run and its failures
-    recorded; then the fleet aggregates (`firstfault.fleet.rebuild`, when that module is installed). Returns the
+    recorded; then the fleet aggregates (`firstfault.warehouse.fleet.rebuild`, when that module is installed). Returns the
     summary (counts, failures and the ids of the attempts attributed: `--output` writes their verdicts)."""
-    from firstfault.attribution import catalog_path
+    from firstfault.rules_sql.engine import catalog_path
     from firstfault.warehouse.store import load_attempts
 
     lake = _lake(config)
@@ -333,15 +332,15 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
 
 
 def rebuild_fleet(config: Config) -> str:
-    """Call `firstfault.fleet.rebuild(warehouse_path, config)` when that module exists (fleet aggregates are built
+    """Call `firstfault.warehouse.fleet.rebuild(warehouse_path, config)` when that module exists (fleet aggregates are built
     by it); a failure there is reported, never undoes the night's load."""
-    if importlib.util.find_spec("firstfault.fleet") is None:
-        return "skipped (firstfault.fleet not installed)"
+    if importlib.util.find_spec("firstfault.warehouse.fleet") is None:
+        return "skipped (firstfault.warehouse.fleet not installed)"
     try:
-        fleet = importlib.import_module("firstfault.fleet")
+        fleet = importlib.import_module("firstfault.warehouse.fleet")
         rebuild = getattr(fleet, "rebuild", None)
         if rebuild is None:
-            return "skipped (firstfault.fleet has no rebuild)"
+            return "skipped (firstfault.warehouse.fleet has no rebuild)"
         rebuild(config.warehouse.path, config)
         return "rebuilt"
     except Exception as e:  # noqa: BLE001

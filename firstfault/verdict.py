@@ -6,12 +6,7 @@ from collections.abc import Sequence
 
 import duckdb
 
-VERDICT_KEYS = (
-    "attempt_id", "workload_id", "attempt", "cluster", "state", "verdict", "domain", "subdomain", "root_cause",
-    "culprit_nodes", "affected_nodes", "symptoms", "candidates", "evidence", "quality", "connector_reports",
-    "culprit_ranks", "granularity", "action", "rules_version", "schema_version",
-)
-
+from firstfault.schema import VERDICT_KEYS
 
 def load_verdicts(con: duckdb.DuckDBPyConnection, attempt_ids: Sequence[str] | None = None) -> list[dict]:
     where = ""

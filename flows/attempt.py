@@ -8,7 +8,7 @@ from prefect import flow, task
 
 from firstfault.config import resolve_config
 from firstfault.connectors.static_context import load_static_context
-from firstfault.pipeline import attribute_and_store, land
+from firstfault.run import attribute_and_store, land
 
 
 @task(name="land-attempts")

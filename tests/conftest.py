@@ -10,7 +10,7 @@ os.environ.setdefault("PREFECT_SERVER_REGISTER_BLOCKS_ON_START", "false")
 @pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory):
     """The demo written once per session (not attributed)."""
-    from firstfault.demo import write_demo
+    from firstfault.synthetic.demo import write_demo
 
     root = tmp_path_factory.mktemp("demo")
     write_demo(root)

@@ -5,7 +5,7 @@ import polars as pl
 import pyarrow as pa
 
 from firstfault.config import Landing
-from firstfault.connectors.lake import Lake
+from firstfault.lake import Lake
 from firstfault.connectors.local_files import read_batches, resolve_logs
 from firstfault.connectors.metrics_csv import read_metrics
 from firstfault.connectors.static_context import context_from_dict

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from firstfault.config import Config
-from firstfault.fleet import TABLES, poisson_interval, rebuild
+from firstfault.warehouse.fleet import TABLES, poisson_interval, rebuild
 from firstfault.warehouse.store import connect_writer
 
 from conftest import warehouse_rows
@@ -224,7 +224,7 @@ def test_rebuild_is_idempotent_and_cli_runs(fleet_wh, tmp_path):
 
 def test_topology_csv_and_bad_file(tmp_path):
     from firstfault.errors import BadInput
-    from firstfault.fleet import load_topology
+    from firstfault.warehouse.fleet import load_topology
 
     csv_file = tmp_path / "topo.csv"
     csv_file.write_text("node,switch,port,device\nsw-a,leaf-2,7,\nsw-a,leaf-9,3,mlx5_1\n", encoding="utf-8")

@@ -14,7 +14,7 @@ import yaml
 from firstfault import fleet
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.nightly import run_nightly
-from firstfault.simulate import T0, read_truth, simulate
+from firstfault.synthetic.simulate import T0, read_truth, simulate
 
 from conftest import warehouse_rows
 

@@ -75,7 +75,7 @@ def test_truncated_and_garbage_files_are_reported_as_not_a_dump(tmp_path):
 
 def test_landing_writes_the_table_and_reports(tmp_path):
     from firstfault.config import Config, LakeSettings, WarehouseSettings
-    from firstfault.pipeline import attribute, land
+    from firstfault.run import attribute, land
 
     bad = tmp_path / "dumps" / "_dump_99"
     bad.parent.mkdir()

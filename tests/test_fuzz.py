@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import context_from_dict
-from firstfault.pipeline import attribute, land
+from firstfault.run import attribute, land
 from firstfault.transforms.decorations import strip_decorations
 from firstfault.transforms.extract import extract_events, load_patterns
 from firstfault.transforms.lines import split_lines

@@ -7,7 +7,7 @@ from conftest import warehouse_rows
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import load_static_context
 from firstfault.landing import logged_gpu_models
-from firstfault.pipeline import run_static
+from firstfault.run import run_static
 
 APPLOG = [
     "+ nvidia-smi -L",

@@ -10,7 +10,7 @@ from fake_backends import Fault, PodLog, fake_backends, rfc3339_nano  # noqa: F4
 from firstfault.config import Config, KubernetesSettings, Landing
 from firstfault.connectors.base import Staging
 from firstfault.connectors.k8s_logs import KubernetesLogsConnector, from_config
-from firstfault.connectors.lake import Lake
+from firstfault.lake import Lake
 from firstfault.connectors.static_context import context_from_dict
 from firstfault.landing import land_attempt
 from firstfault.transforms.extract import load_patterns

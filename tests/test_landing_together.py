@@ -3,7 +3,7 @@ its own time zone, window, nodes, rank map and per-file clocks."""
 import polars as pl
 
 from firstfault.config import Landing
-from firstfault.connectors.lake import Lake
+from firstfault.lake import Lake
 from firstfault.connectors.static_context import context_from_dict
 from firstfault.landing import land_attempt, land_attempts
 from firstfault.transforms.extract import load_patterns

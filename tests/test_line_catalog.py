@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from firstfault.landing import events_from_lines
-from firstfault.transforms.extract import EVENT_SCHEMA
+from firstfault.schema import EVENT_SCHEMA
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
 CASE_KEYS = {"ref", "source", "node", "lines", "expect"}

@@ -12,11 +12,11 @@ from fake_backends import Fault, MemoryStream, fake_backends  # noqa: F401  (pyt
 from firstfault.cli import main
 from firstfault.config import Config, LokiSettings, load_config
 from firstfault.connectors.base import Staging
-from firstfault.connectors.lake import Lake
+from firstfault.lake import Lake
 from firstfault.connectors.loki import LokiConnector, from_config, with_node_matcher
 from firstfault.connectors.registry import source_connectors
 from firstfault.connectors.static_context import context_from_dict
-from firstfault.demo import SCENARIOS
+from firstfault.synthetic.demo import SCENARIOS
 from firstfault.errors import BadInput
 
 LOKI = "/loki/api/v1/query_range"

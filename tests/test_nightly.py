@@ -8,9 +8,10 @@ import yaml
 
 from firstfault.cli import main
 from firstfault.config import Config, LakeSettings, WarehouseSettings
-from firstfault.demo import EXPECTED, write_demo
+from firstfault.synthetic.demo import EXPECTED, write_demo
 from firstfault.nightly import Candidate, discover, make_shards, catalog_patterns, run_nightly
-from firstfault.warehouse.store import ATTEMPT_TABLES, connect_writer
+from firstfault.schema import ATTEMPT_TABLES
+from firstfault.warehouse.store import connect_writer
 
 DAY = "2026-11-29"
 

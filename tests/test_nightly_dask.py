@@ -5,7 +5,7 @@ import duckdb
 import pytest
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
-from firstfault.demo import write_demo
+from firstfault.synthetic.demo import write_demo
 
 DAY = "2026-11-29"
 # run-specific columns (ids, wall-clock times) are left out; everything else must be equal

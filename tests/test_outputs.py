@@ -6,9 +6,9 @@ import sqlite3
 import pytest
 
 from firstfault.cli import main
-from firstfault.demo import EXPECTED
-from firstfault.outputs import stored_verdicts, write_sqlite
-from firstfault.verdict import VERDICT_KEYS
+from firstfault.synthetic.demo import EXPECTED
+from firstfault.warehouse.outputs import stored_verdicts, write_sqlite
+from firstfault.schema import VERDICT_KEYS
 
 
 def sqlite_verdicts(path) -> tuple[dict[str, dict], dict[str, list[dict]]]:

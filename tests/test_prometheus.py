@@ -18,7 +18,7 @@ import yaml
 from firstfault.cli import main
 from firstfault.config import Config, PrometheusSettings, load_config
 from firstfault.connectors.base import Staging
-from firstfault.connectors.lake import Lake
+from firstfault.lake import Lake
 from firstfault.connectors.prometheus import (
     MAX_POINTS, expand_nodes, from_config, gpu_label, port_label, query_ranges, query_window,
 )

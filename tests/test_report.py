@@ -13,7 +13,7 @@ import pytest
 
 from firstfault.cli import main
 from firstfault.ids import attempt_key
-from firstfault.report import FLEET_TABLES, publish_artifacts, write_report
+from firstfault.warehouse.report import FLEET_TABLES, publish_artifacts, write_report
 
 HEADLINE = "demo/demo-headline/0"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -22,7 +22,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 @pytest.fixture(scope="module")
 def demo_warehouse(tmp_path_factory):
-    from firstfault.demo import run_demo
+    from firstfault.synthetic.demo import run_demo
 
     warehouse, attempt_ids = run_demo(str(tmp_path_factory.mktemp("report-demo")))
     return warehouse, attempt_ids
@@ -108,7 +108,7 @@ def test_fleet_sections_say_not_computed_yet_without_their_tables(demo_warehouse
 
 
 def test_fleet_tables_of_the_fleet_rebuild_render(demo_warehouse, tmp_path):
-    from firstfault.fleet import rebuild
+    from firstfault.warehouse.fleet import rebuild
 
     path = str(tmp_path / "fleet.duckdb")
     shutil.copy(demo_warehouse[0], path)

@@ -6,7 +6,7 @@ import pytest
 
 from firstfault.cli import main
 from firstfault.config import Config, LakeSettings, WarehouseSettings, load_config
-from firstfault.demo import write_demo
+from firstfault.synthetic.demo import write_demo
 from firstfault.nightly import run_nightly
 
 DAY = "2026-11-29"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from firstfault.simulate import attribute_fleet, evaluate, read_truth, simulate
+from firstfault.synthetic.simulate import attribute_fleet, evaluate, read_truth, simulate
 
 
 def _digest(root: Path) -> str:

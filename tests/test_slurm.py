@@ -14,7 +14,7 @@ from firstfault.config import Config, SlurmSettings, load_config
 from firstfault.connectors import slurm
 from firstfault.connectors.base import save_context
 from firstfault.connectors.hostlist import MAX_HOSTS, expand_hostlist
-from firstfault.connectors.lake import Lake
+from firstfault.lake import Lake
 from firstfault.connectors.registry import scheduler_connectors
 from firstfault.connectors.static_context import load_static_context
 from firstfault.errors import BadInput

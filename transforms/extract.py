@@ -47,10 +47,9 @@ from typing import Any, Callable, Sequence
 import polars as pl
 
 from firstfault import yamlio
+from firstfault.schema import EVENT_SCHEMA, LINE_SCHEMA, RAW_MAX, conform_events
 
 __all__ = [
-    "EVENT_SCHEMA",
-    "LINE_SCHEMA",
     "Pattern",
     "PatternError",
     "load_patterns",
@@ -58,73 +57,15 @@ __all__ = [
     "extract_events",
     "events_from_text",
     "empty_events",
-    "conform_events",
     "lines_frame",
     "load_pattern_file",
     "normalize_gpu",
     "normalize_device",
     "normalize_severity",
     "PATTERNS_DIR",
-    "RAW_MAX",
 ]
 
 PATTERNS_DIR = Path(__file__).resolve().parent / "patterns"
-
-EVENT_SCHEMA: dict[str, pl.DataType] = {
-    "attempt_id": pl.String(),
-    "event_id": pl.String(),
-    "kind": pl.String(),
-    "code": pl.Int64(),
-    "code_text": pl.String(),
-    "severity": pl.String(),
-    "node": pl.String(),
-    "rank": pl.Int32(),
-    "local_rank": pl.Int32(),
-    "gpu": pl.String(),
-    "ts": pl.Datetime("us"),
-    "ts_quality": pl.String(),
-    "message": pl.String(),
-    "peer_addr": pl.String(),
-    "peer_node": pl.String(),
-    "device": pl.String(),
-    "port": pl.Int32(),
-    "link": pl.Int32(),
-    "pg": pl.String(),
-    "seq": pl.Int64(),
-    "op_type": pl.String(),
-    "numel_in": pl.Int64(),
-    "numel_out": pl.Int64(),
-    "timeout_ms": pl.Int64(),
-    "ran_for_ms": pl.Int64(),
-    "last_enqueued": pl.Int64(),
-    "last_completed": pl.Int64(),
-    "exit_code": pl.Int32(),
-    "signal": pl.Int32(),
-    "pid": pl.Int64(),
-    "iteration": pl.Int64(),
-    "fields": pl.String(),
-    "source": pl.String(),
-    "uri": pl.String(),
-    "line": pl.Int64(),
-    "locator": pl.String(),
-    "raw": pl.String(),
-}
-
-#: columns of the line frame extract_events reads
-LINE_SCHEMA: dict[str, pl.DataType] = {
-    "attempt_id": pl.String(),
-    "source": pl.String(),
-    "file_index": pl.Int32(),
-    "uri": pl.String(),
-    "line": pl.Int64(),
-    "node": pl.String(),
-    "rank": pl.Int32(),
-    "local_rank": pl.Int32(),
-    "ts": pl.Datetime("us"),
-    "ts_quality": pl.String(),
-    "msg": pl.String(),
-    "raw": pl.String(),
-}
 
 #: schema columns that a named group (or a `set` constant) may fill
 CAPTURABLE: frozenset[str] = frozenset(EVENT_SCHEMA) - {
@@ -143,8 +84,6 @@ CAPTURABLE: frozenset[str] = frozenset(EVENT_SCHEMA) - {
 }
 #: group names that may not be used at all (they would silently shadow line data)
 RESERVED_GROUPS: frozenset[str] = frozenset(EVENT_SCHEMA) - CAPTURABLE
-
-RAW_MAX = 4096
 
 _INT_TYPES = (pl.Int64, pl.Int32)
 _GROUP_NAME_RE = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
@@ -282,17 +221,6 @@ def trigger_literals(patterns: Sequence[Pattern]) -> list[str]:
 
 def empty_events() -> pl.DataFrame:
     return pl.DataFrame(schema=EVENT_SCHEMA)
-
-
-def conform_events(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Select/cast a frame into EVENT_SCHEMA (missing columns become null)."""
-    names = lf.collect_schema().names()
-    return lf.select(
-        [
-            (pl.col(c) if c in names else pl.lit(None)).cast(t, strict=False).alias(c)
-            for c, t in EVENT_SCHEMA.items()
-        ]
-    )
 
 
 def _parse_int(e: pl.Expr) -> pl.Expr:

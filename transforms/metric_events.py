@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from firstfault.transforms.extract import conform_events, normalize_gpu
+from firstfault.schema import conform_events
+from firstfault.transforms.extract import normalize_gpu
 
 __all__ = ["metric_events", "IB_COUNTERS"]
 

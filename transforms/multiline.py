@@ -29,7 +29,7 @@ from typing import Callable
 
 import polars as pl
 
-from .extract import RAW_MAX, conform_events
+from firstfault.schema import RAW_MAX, conform_events
 
 __all__ = [
     "MULTILINE_TRIGGERS",

@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-# Tables keyed by attempt that a load replaces, in load order.
-ATTEMPT_TABLES = ("attributions", "attribution_evidence", "events", "connector_reports", "rule_hits")
+from firstfault.schema import ATTEMPT_TABLES, RUN_COLUMNS
+
 
 
 def schema_sql() -> str:
@@ -75,10 +75,6 @@ def _relation(con: duckdb.DuckDBPyConnection, source: Source, name: str) -> str:
         return "read_parquet('" + source.replace("'", "''") + "', hive_partitioning = false)"
     con.register(name, source)
     return name
-
-
-RUN_COLUMNS = ("run_id", "flow", "started_at", "finished_at", "attempts", "rules_version", "lake_root", "run_date", "found",
-               "skipped", "failed")
 
 
 def connect_reader(path: str, wait_s: float = 30.0) -> duckdb.DuckDBPyConnection:

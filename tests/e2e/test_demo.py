@@ -2,7 +2,7 @@
 import json
 
 from firstfault.cli import main
-from firstfault.demo import EXPECTED
+from firstfault.synthetic.demo import EXPECTED
 
 
 def test_demo_verdicts(tmp_path, capsys):

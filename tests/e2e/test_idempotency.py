@@ -3,7 +3,7 @@ import duckdb
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import load_static_context
-from firstfault.pipeline import run_static
+from firstfault.run import run_static
 
 TABLES = {
     "attributions": "SELECT * EXCLUDE (connector_reports, evidence) FROM attributions",

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from firstfault.attribution import load_rules
-from firstfault.rule_tests import load_cases, run_cases
+from firstfault.rules_sql.engine import load_rules
+from firstfault.rules_sql.cases import load_cases, run_cases
 
 HERE = Path(__file__).parent
 CASES = load_cases([HERE])

@@ -4,7 +4,7 @@ import json
 
 import polars as pl
 
-from firstfault.transforms.extract import EVENT_SCHEMA
+from firstfault.schema import EVENT_SCHEMA
 from firstfault.transforms.metric_events import metric_events
 
 HEADER = "ts,node,metric,value,gpu,port"

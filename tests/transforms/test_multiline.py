@@ -7,7 +7,8 @@ import json
 import polars as pl
 import pytest
 
-from firstfault.transforms.extract import EVENT_SCHEMA, LINE_SCHEMA, extract_events, lines_frame, load_patterns
+from firstfault.schema import EVENT_SCHEMA, LINE_SCHEMA
+from firstfault.transforms.extract import extract_events, lines_frame, load_patterns
 from firstfault.transforms.multiline import (
     ASSEMBLERS,
     is_multiline_candidate,

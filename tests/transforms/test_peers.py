@@ -2,7 +2,7 @@ import json
 
 import polars as pl
 
-from firstfault.transforms.extract import EVENT_SCHEMA
+from firstfault.schema import EVENT_SCHEMA
 from firstfault.transforms.peers import resolve_peers
 
 

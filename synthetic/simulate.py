@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from firstfault.logwriters import BUS_IDS, GPUS, Scenario, write_attempt
+from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attempt
 
 T0 = datetime(2026, 11, 1, 0, 0, 0, tzinfo=timezone.utc)
 GPU_MODELS = (("H100", 0.55), ("A100", 0.2), ("B200", 0.15), ("H200", 0.1))
@@ -387,7 +387,7 @@ def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, 
     """Land, attribute and load every simulated attempt with pipeline.run_static in batches; return the warehouse path."""
     from firstfault.config import Config, LakeSettings, WarehouseSettings
     from firstfault.connectors.static_context import load_static_context
-    from firstfault.pipeline import run_static
+    from firstfault.run import run_static
 
     root = Path(directory).resolve()
     config = Config(lake=LakeSettings(root=str(Path(lake).resolve() if lake else root / "lake")),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from firstfault.attribution import (
+from firstfault.rules_sql.engine import (
     builtin_rules_dir, check_rule_output, collect_rules, patterns_dir, prepare, register_empty_inputs,
     register_reference, rule_files,
 )
@@ -65,7 +65,7 @@ def _unique(folders: list[Path]) -> list[Path]:
 
 def run_tests(dirs: KitDirs) -> tuple[list[tuple[str, list[str]]], int]:
     """(case id, failed expectations) per case in file order, and the number of cases."""
-    from firstfault.rule_tests import load_cases, run_cases
+    from firstfault.rules_sql.cases import load_cases, run_cases
 
     cases = load_cases(dirs.fixtures)
     if not cases:
@@ -76,7 +76,7 @@ def run_tests(dirs: KitDirs) -> tuple[list[tuple[str, list[str]]], int]:
 
 def lint(dirs: KitDirs) -> tuple[list[str], str]:
     """Every problem found (one line each) and a summary of what was checked."""
-    from firstfault.rule_tests import load_cases
+    from firstfault.rules_sql.cases import load_cases
     from firstfault.transforms.extract import PatternError, load_pattern_file
 
     problems: list[str] = []

@@ -22,8 +22,8 @@ import pyarrow as pa
 
 from firstfault.config import Config, FleetSettings
 from firstfault.errors import BadInput
+from firstfault.schema import FLEET_TABLES
 
-TABLES = ("node_offenders", "port_hotspots", "gpu_model_trends", "incidents")
 _LEVEL = 0.95
 
 
@@ -206,6 +206,6 @@ def rebuild(warehouse_path: str, config: Config | None = None, *, day: str | Non
             con.execute("ROLLBACK")
             raise
         con.execute("CHECKPOINT")
-        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in FLEET_TABLES}
     finally:
         con.close()

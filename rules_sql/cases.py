@@ -14,7 +14,7 @@ from firstfault import yamlio
 from firstfault.config import Config, LakeSettings, PatternSettings, RuleSettings, WarehouseSettings
 from firstfault.connectors.static_context import context_from_dict
 from firstfault.errors import BadInput
-from firstfault.pipeline import attribute, land
+from firstfault.run import attribute, land
 
 DEFAULT_CONTEXT = {
     "cluster": "rules", "start": "2026-11-29T01:00:00Z", "end": "2026-11-29T02:00:00Z", "state": "FAILED",

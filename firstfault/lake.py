@@ -9,8 +9,6 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-TABLES = ("logs", "events", "metrics", "context", "inputs")
-
 
 class Lake:
     def __init__(self, root: str, storage_options: dict | None = None):

@@ -13,13 +13,14 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from firstfault.attribution import catalog_path, load_rules, register_reference, rules_version, run_rules
+from firstfault.rules_sql.engine import catalog_path, load_rules, register_reference, rules_version, run_rules
 from firstfault.config import Config
-from firstfault.connectors.lake import Lake
+from firstfault.lake import Lake
 from firstfault.connectors.registry import source_connectors
 from firstfault.connectors.static_context import AttemptContext
 from firstfault.landing import LandingResult, input_bytes, land_attempt, land_attempts
 from firstfault.errors import BadInput
+from firstfault.schema import HISTORY_COLUMNS
 from firstfault.transforms.extract import PatternError, load_patterns
 from firstfault.warehouse.store import load_attempts
 
@@ -116,7 +117,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Seq
     finally:
         con.close()
     # input_fingerprint (firstfault/inputs.py): `fingerprints` by attempt_id when the caller has them (nightly)
-    from firstfault.inputs import safe_input_fingerprint
+    from firstfault.connectors.fingerprint import safe_input_fingerprint
 
     by_id = {c.attempt_id: c for c in contexts}
     known = fingerprints or {}
@@ -124,12 +125,6 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Seq
               for i in tables["attributions"].column("attempt_id").to_pylist()]
     tables["attributions"] = tables["attributions"].append_column("input_fingerprint", pa.array(values, pa.string()))
     return AttributionTables(tables, version)
-
-
-HISTORY_COLUMNS = (
-    "attempt_id VARCHAR, workload_id VARCHAR, cluster VARCHAR, attempt BIGINT, verdict VARCHAR, domain VARCHAR, "
-    "subdomain VARCHAR, culprit_nodes VARCHAR[], root_fingerprint VARCHAR, progress BIGINT, start_ts TIMESTAMP"
-)
 
 
 def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Sequence[dict] | None = None) -> None:

@@ -22,15 +22,12 @@ from importlib import resources
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from firstfault.config import Attribution
 from firstfault.errors import BadInput
+from firstfault.schema import CONNECTOR_REPORT_SCHEMA, CONTEXT_SCHEMA, EVENTS_ARROW_SCHEMA, HIT_COLUMNS, METRICS_SCHEMA, ROLES
 
-HIT_COLUMNS = (
-    "attempt_id", "event_id", "rule_id", "role", "domain", "subdomain", "culprit_node", "culprit_rank", "gpu",
-    "granularity", "strength", "ts", "summary", "action",
-)
-ROLES = ("root", "symptom", "confirmation", "ignored")
 HEADER_KEYS = ("id", "detects", "domain", "inputs")
 
 
@@ -199,16 +196,11 @@ def register_reference(con: duckdb.DuckDBPyConnection, settings: Attribution, ve
 def register_empty_inputs(con: duckdb.DuckDBPyConnection) -> None:
     """Empty `events_all`, `attempts`, `reports` and `metrics` with the lake's schemas (what `rules lint` checks
     every rule's output columns against)."""
-    import polars as pl
-
-    from firstfault.connectors.metrics_csv import METRICS_SCHEMA
-    from firstfault.landing import CONTEXT_SCHEMA, REPORT_SCHEMA, events_arrow_schema
-
     metrics = pl.DataFrame(schema={"attempt_id": pl.String, **METRICS_SCHEMA}).to_arrow()
     for name, table in (
-        ("events_all", events_arrow_schema().empty_table()),
+        ("events_all", EVENTS_ARROW_SCHEMA.empty_table()),
         ("attempts_raw", CONTEXT_SCHEMA.empty_table()),
-        ("reports", REPORT_SCHEMA.empty_table()),
+        ("reports", CONNECTOR_REPORT_SCHEMA.empty_table()),
         ("metrics", metrics),
     ):
         con.register(f"_empty_{name}", table)

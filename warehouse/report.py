@@ -15,8 +15,8 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from firstfault.ids import attempt_key
+from firstfault.schema import FLEET_TABLES
 
-FLEET_TABLES = ("node_offenders", "port_hotspots", "gpu_model_trends", "incidents")
 FAILED = ("attributed", "ambiguous", "unattributed")
 ROLE_COLOURS = {
     "root_cause": "#c62828", "corroboration": "#1565c0", "confirmation": "#2e7d32", "symptom": "#ef6c00",

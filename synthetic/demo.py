@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from firstfault.logwriters import BUS_IDS, GPUS, Scenario, write_attempt  # noqa: F401  (shared with firstfault/simulate.py)
+from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attempt  # noqa: F401  (shared with firstfault/simulate.py)
 
 T0 = datetime(2026, 11, 29, 1, 0, 0, tzinfo=timezone.utc)
 
@@ -169,7 +169,7 @@ def run_demo(directory: str, fleet: int = 0) -> tuple[str, list[str]]:
     root = Path(directory).resolve()
     specs = write_demo(root)
     if fleet:
-        from firstfault.simulate import simulate
+        from firstfault.synthetic.simulate import simulate
 
         simulate(root / "fleet", nodes=24, attempts=fleet, days=1, seed=0, lines=(80, 200))
     config = Config(lake=LakeSettings(root=str(root / "lake")), warehouse=WarehouseSettings(path=str(root / "firstfault.duckdb")))

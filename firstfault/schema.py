@@ -1,0 +1,156 @@
+"""The tables firstfault writes, in one place (docs/tables.md): lake tables (logs, events, metrics, context,
+connector_reports, flight_recorder), rule hits, the history relation, the verdict keys, the warehouse tables a load
+replaces and the fleet tables. Polars dtypes where polars builds the frame, Arrow where Arrow writes it."""
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+
+# --- lake ---------------------------------------------------------------------------------------------------------
+
+#: one row per log line, every line (ad hoc SQL over raw lines)
+LOGS_SCHEMA = pa.schema(
+    [
+        ("attempt_id", pa.string()), ("node", pa.string()), ("rank", pa.int32()), ("source", pa.string()),
+        ("uri", pa.string()), ("line", pa.int64()), ("ts", pa.timestamp("us")), ("ts_quality", pa.string()),
+        ("raw", pa.string()),
+    ]
+)
+
+#: the normalised line frame event extraction reads
+LINE_SCHEMA: dict[str, pl.DataType] = {
+    "attempt_id": pl.String(),
+    "source": pl.String(),
+    "file_index": pl.Int32(),
+    "uri": pl.String(),
+    "line": pl.Int64(),
+    "node": pl.String(),
+    "rank": pl.Int32(),
+    "local_rank": pl.Int32(),
+    "ts": pl.Datetime("us"),
+    "ts_quality": pl.String(),
+    "msg": pl.String(),
+    "raw": pl.String(),
+}
+
+#: one row per extracted event (lake `events`; the warehouse adds `role`)
+EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "attempt_id": pl.String(),
+    "event_id": pl.String(),
+    "kind": pl.String(),
+    "code": pl.Int64(),
+    "code_text": pl.String(),
+    "severity": pl.String(),
+    "node": pl.String(),
+    "rank": pl.Int32(),
+    "local_rank": pl.Int32(),
+    "gpu": pl.String(),
+    "ts": pl.Datetime("us"),
+    "ts_quality": pl.String(),
+    "message": pl.String(),
+    "peer_addr": pl.String(),
+    "peer_node": pl.String(),
+    "device": pl.String(),
+    "port": pl.Int32(),
+    "link": pl.Int32(),
+    "pg": pl.String(),
+    "seq": pl.Int64(),
+    "op_type": pl.String(),
+    "numel_in": pl.Int64(),
+    "numel_out": pl.Int64(),
+    "timeout_ms": pl.Int64(),
+    "ran_for_ms": pl.Int64(),
+    "last_enqueued": pl.Int64(),
+    "last_completed": pl.Int64(),
+    "exit_code": pl.Int32(),
+    "signal": pl.Int32(),
+    "pid": pl.Int64(),
+    "iteration": pl.Int64(),
+    "fields": pl.String(),
+    "source": pl.String(),
+    "uri": pl.String(),
+    "line": pl.Int64(),
+    "locator": pl.String(),
+    "raw": pl.String(),
+}
+EVENTS_ARROW_SCHEMA = pl.DataFrame(schema=EVENT_SCHEMA).to_arrow().schema
+
+#: an event's `raw` text is cut to this many characters
+RAW_MAX = 4096
+
+#: metrics CSV in long format, one row per sample
+METRICS_SCHEMA: dict[str, pl.DataType] = {
+    "ts": pl.Datetime("us"), "node": pl.String, "metric": pl.String, "value": pl.Float64, "gpu": pl.String,
+    "port": pl.String, "source": pl.String, "uri": pl.String, "line": pl.Int64,
+}
+
+#: one row per attempt: the static context as landed
+CONTEXT_SCHEMA = pa.schema(
+    [
+        ("attempt_id", pa.string()), ("cluster", pa.string()), ("workload_id", pa.string()), ("attempt", pa.int64()),
+        ("state", pa.string()), ("exit_code", pa.string()), ("start_ts", pa.timestamp("us")), ("end_ts", pa.timestamp("us")),
+        ("timezone", pa.string()), ("gpu_model", pa.string()), ("gpus_per_node", pa.int32()),
+        ("nodes", pa.list_(pa.string())), ("rank_map", pa.string()), ("spec_uri", pa.string()),
+    ]
+)
+
+#: one row per source a connector read (or could not): lake and warehouse `connector_reports`
+CONNECTOR_REPORT_SCHEMA = pa.schema(
+    [
+        ("attempt_id", pa.string()), ("connector", pa.string()), ("source", pa.string()), ("uri", pa.string()),
+        ("status", pa.string()), ("rows", pa.int64()), ("reason", pa.string()), ("fingerprint", pa.string()),
+        ("lines_malformed", pa.int64()), ("lines_binary", pa.int64()), ("lines_truncated", pa.int64()),
+    ]
+)
+
+#: one row per PyTorch flight-recorder entry
+FLIGHT_RECORDER_ENTRY_SCHEMA: dict[str, pl.DataType] = {
+    "attempt_id": pl.String(), "rank": pl.Int32(), "pg_id": pl.String(), "pg_name": pl.String(), "pg_desc": pl.String(),
+    "collective_seq_id": pl.Int64(), "p2p_seq_id": pl.Int64(), "is_p2p": pl.Boolean(), "op": pl.String(),
+    "input_sizes": pl.String(), "output_sizes": pl.String(), "state": pl.String(), "time_created_ns": pl.Int64(),
+    "time_discovered_started_ns": pl.Int64(), "time_discovered_completed_ns": pl.Int64(), "source": pl.String(),
+    "uri": pl.String(), "entry": pl.Int64(), "locator": pl.String(),
+}
+FLIGHT_RECORDER_SCHEMA = pl.DataFrame(schema=FLIGHT_RECORDER_ENTRY_SCHEMA).to_arrow().schema
+
+# --- rules --------------------------------------------------------------------------------------------------------
+
+#: what every rule selects
+HIT_COLUMNS = (
+    "attempt_id", "event_id", "rule_id", "role", "domain", "subdomain", "culprit_node", "culprit_rank", "gpu",
+    "granularity", "strength", "ts", "summary", "action",
+)
+ROLES = ("root", "symptom", "confirmation", "ignored")
+
+#: the `history` relation: verdicts of earlier attempts of the same workloads
+HISTORY_COLUMNS = (
+    "attempt_id VARCHAR, workload_id VARCHAR, cluster VARCHAR, attempt BIGINT, verdict VARCHAR, domain VARCHAR, "
+    "subdomain VARCHAR, culprit_nodes VARCHAR[], root_fingerprint VARCHAR, progress BIGINT, start_ts TIMESTAMP"
+)
+
+# --- warehouse ----------------------------------------------------------------------------------------------------
+
+#: the verdict object's keys, in order (docs/verdict.md)
+VERDICT_KEYS = (
+    "attempt_id", "workload_id", "attempt", "cluster", "state", "verdict", "domain", "subdomain", "root_cause",
+    "culprit_nodes", "affected_nodes", "symptoms", "candidates", "evidence", "quality", "connector_reports",
+    "culprit_ranks", "granularity", "action", "rules_version", "schema_version",
+)
+
+#: tables keyed by attempt that a load replaces, in load order
+ATTEMPT_TABLES = ("attributions", "attribution_evidence", "events", "connector_reports", "rule_hits")
+
+RUN_COLUMNS = ("run_id", "flow", "started_at", "finished_at", "attempts", "rules_version", "lake_root", "run_date", "found",
+               "skipped", "failed")
+
+#: one row per attempt a nightly could not attribute (warehouse `run_failures`, without run_id and time)
+RUN_FAILURE_SCHEMA = pa.schema([("attempt_id", pa.string()), ("spec_uri", pa.string()), ("stage", pa.string()), ("error", pa.string())])
+
+#: the fleet aggregates `fleet rebuild` replaces
+FLEET_TABLES = ("node_offenders", "port_hotspots", "gpu_model_trends", "incidents")
+
+
+def conform_events(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Select/cast a frame into EVENT_SCHEMA (missing columns become null)."""
+    names = lf.collect_schema().names()
+    return lf.select([(pl.col(c) if c in names else pl.lit(None)).cast(t, strict=False).alias(c) for c, t in EVENT_SCHEMA.items()])
