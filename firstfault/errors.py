@@ -8,3 +8,8 @@ class BadInput(Exception):
     def __init__(self, file: str, field: str, problem: str):
         self.file, self.field, self.problem = file, field, problem
         super().__init__(f"{file}: field '{field}': {problem}")
+
+
+def describe(e: BaseException) -> str:
+    """One line for a failure row or a warning: a BadInput as it reads, anything else with its type."""
+    return str(e) if isinstance(e, BadInput) else f"{type(e).__name__}: {e}"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from datetime import datetime, timezone
+from datetime import timezone
 
 import fsspec
 import polars as pl
@@ -23,24 +23,24 @@ import pyarrow as pa
 
 from firstfault.config import Landing
 from firstfault.connectors.base import Report, SourceConnector, Staging
-from firstfault.connectors.flight_recorder import dump_events, read_dumps
+from firstfault.connectors.flight_recorder import read_dumps
 from firstfault.lake import Lake
 from firstfault.connectors.local_files import LogFile, fingerprint, read_batches, resolve_logs, resolve_paths
 from firstfault.connectors.metrics_csv import read_metrics
 from firstfault.connectors.static_context import AttemptContext
 from firstfault.spill import SpillingFrames
-from firstfault.transforms.decorations import strip_decorations
 from firstfault.schema import (
-    CONNECTOR_REPORT_SCHEMA, CONTEXT_SCHEMA, EVENT_SCHEMA, EVENTS_ARROW_SCHEMA, FLIGHT_RECORDER_SCHEMA, LINE_SCHEMA, LOGS_SCHEMA,
+    CONNECTOR_REPORT_SCHEMA, CONTEXT_SCHEMA, EVENTS_ARROW_SCHEMA, FLIGHT_RECORDER_SCHEMA, LINE_SCHEMA, LOGS_SCHEMA,
     METRICS_SCHEMA, conform_events,
 )
 from firstfault.transforms.extract import Pattern, extract_events, trigger_literals
+from firstfault.transforms.flight_recorder_events import flight_recorder_events
 from firstfault.transforms.lines import LineStats, split_chunks
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
 from firstfault.transforms.peers import resolve_attempt_peers, resolve_peers
-from firstfault.transforms.placement import place_attempt_lines
-from firstfault.transforms.timestamps import FileClock, anchor_files, local_window, parse_timestamps
+from firstfault.transforms.normalize import normalize_lines
+from firstfault.transforms.timestamps import FileClock, anchor_files
 
 log = logging.getLogger(__name__)
 
@@ -397,7 +397,7 @@ def _prepare(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], 
         piece_stats.truncated += bool(piece.cut_bytes) and not piece_stats.truncated
         stats[position] = piece_stats
     frame = lines.join(_file_columns(files, readable), on="_chunk", how="left", maintain_order="left").drop("_chunk")
-    return _normalize(ctxs, frame).with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))), stats
+    return normalize_lines(ctxs, frame).with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))), stats
 
 
 def _literal_alternation(literals) -> str:
@@ -417,40 +417,6 @@ def _file_columns(files: list[tuple[int, int, LogFile]], pieces: list[tuple[int,
                 "source": pl.String, "uri": pl.String, "_file_node": pl.String, "_file_rank": pl.Int32, "_label": pl.String},
         orient="row",
     )
-
-
-def _normalize(ctxs: Sequence[AttemptContext], lines: pl.DataFrame) -> pl.DataFrame:
-    """Strip, stamp and place the lines of the attempts `ctxs` (each line's `_attempt` indexes them), in one plan
-    per time zone (the attempts of a fleet mostly share one). `attempt_id` is left to the caller (a literal per
-    attempt costs nothing; a column built per line does)."""
-    present = sorted(lines.get_column("_attempt").unique().to_list()) or [0]  # no lines left: still the columns
-    by_zone: dict[str, list[int]] = {}
-    for position in present:
-        by_zone.setdefault(ctxs[position].timezone, []).append(position)
-    parts = [_normalize_zone(ctxs, lines if len(by_zone) == 1 else lines.filter(pl.col("_attempt").is_in(positions)), tz,
-                             positions).collect()
-             for tz, positions in by_zone.items()]
-    if len(parts) == 1:
-        return parts[0]
-    return pl.concat(parts, how="vertical").sort(["_file", "line"], maintain_order=True)
-
-
-def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str, positions: list[int]) -> pl.LazyFrame:
-    lf = strip_decorations(lines.lazy())
-    if len(positions) == 1:  # one attempt: its facts are literals, cheaper than per-line lookups
-        ctx = ctxs[positions[0]]
-        lf = parse_timestamps(lf, tz=tz, window_start=ctx.start, window_end=ctx.end or ctx.start)
-        rosters, attempt = [(ctx.nodes, ctx.rank_map())], pl.lit(0, pl.Int64)
-    else:
-        def per_attempt(values: dict[int, datetime]) -> pl.Expr:
-            return pl.col("_attempt").replace_strict(values, default=None, return_dtype=pl.Datetime("us"))
-
-        lf = parse_timestamps(lf, tz=tz, window_start=per_attempt({i: local_window(ctxs[i].start, tz) for i in positions}),
-                              window_end=per_attempt({i: local_window(ctxs[i].end or ctxs[i].start, tz) for i in positions}))
-        rosters, attempt = [(c.nodes, c.rank_map()) for c in ctxs], pl.col("_attempt")
-    lf = place_attempt_lines(lf, rosters, attempt, file_node=pl.col("_file_node"), file_rank=pl.col("_file_rank"),
-                             label_mode=pl.col("_label"))
-    return lf.drop("_file_node", "_file_rank", "_label")
 
 
 def _events(extracted: pl.DataFrame, metrics: pa.Table | None = None, origins: dict[str, str] | None = None) -> pl.DataFrame:
@@ -524,7 +490,7 @@ def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index
     for r in reports:
         result.reports.append(_report(ctx, "flight_recorder", "flight_recorder", r["uri"], r["status"], r["rows"], r["reason"],
                                       _safe_fingerprint(r["uri"])))
-    events = dump_events(entries, reports, ctx, file_index_base)
+    events = flight_recorder_events(entries, reports, ctx.attempt_id, ctx.rank_map(), file_index_base)
     return entries.to_arrow().cast(FLIGHT_RECORDER_SCHEMA), events
 
 

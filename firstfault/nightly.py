@@ -8,8 +8,6 @@ recorded in `run_failures` (and logged as a warning); the other attempts of the 
 """
 from __future__ import annotations
 
-import fnmatch
-import glob
 import importlib
 import importlib.util
 import logging
@@ -25,28 +23,16 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 
 import duckdb
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from firstfault.config import Config
 from firstfault.lake import Lake
-from firstfault.errors import BadInput
-from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA
+from firstfault.connectors.catalog import Candidate, catalog_patterns, discover, discover_scheduled
+from firstfault.errors import BadInput, describe
+from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA, run_failure
 
 log = logging.getLogger(__name__)
-
-SPEC_SUFFIXES = ("*.yaml", "*.yml", "*.json")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One discovered attempt: small and picklable, what a shard task receives (never data)."""
-    spec_uri: str
-    attempt_id: str
-    cluster: str
-    workload_id: str
-    fingerprint: str
 
 
 @dataclass
@@ -75,99 +61,6 @@ def parse_run_date(value: str | date | None) -> date:
         return date.fromisoformat(value)
     except ValueError:
         raise BadInput("--date", "date", f"not a YYYY-MM-DD date: {value!r}") from None
-
-
-def catalog_patterns(config: Config, catalog: str | None = None) -> list[str]:
-    """`catalog` (a folder, bucket prefix or glob) overrides `[catalog] paths`; a folder means every spec under it."""
-    if catalog:
-        patterns = [catalog]
-    elif config.catalog.paths:
-        patterns = list(config.catalog.paths)
-    else:
-        return []
-    out = []
-    for p in patterns:
-        if any(c in p for c in "*?["):
-            out.append(p)
-        else:
-            out.extend(posixpath.join(p.rstrip("/"), "**", s) for s in SPEC_SUFFIXES)
-    return out
-
-
-def list_specs(patterns: Sequence[str]) -> list[str]:
-    """Every spec file matched by the fsspec globs; local files as plain paths (as `attribute --static` gets them)."""
-    found: set[str] = set()
-    walked: dict[str, list[str]] = {}
-    for pattern in patterns:
-        fs, path = fsspec.core.url_to_fs(pattern)
-        if "file" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
-            found.update(fs.unstrip_protocol(p) for p in fs.glob(path) if fs.isfile(p))
-            continue
-        root, _, name = path.partition("/**/")
-        if name and not any(c in root + "/" for c in "*?[") and "/" not in name:
-            # `<folder>/**/*.yaml` and its siblings: one walk of a big local catalog (a folder per attempt), not one
-            # per suffix, and ~10x faster than fsspec's glob
-            if root not in walked:
-                walked[root] = [os.path.join(d, f) for d, _, files in os.walk(root) for f in files]
-            found.update(p for p in walked[root] if fnmatch.fnmatch(os.path.basename(p), name))
-        else:
-            found.update(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
-    return sorted(found)
-
-
-def discover_scheduled(config: Config, run_date: date) -> tuple[list[str], list[dict], int]:
-    """Ask every scheduler connector the config enables for the attempts that ended on run_date (UTC); each one
-    is kept in the lake as a static context (connectors/base.py save_context) and handled like a catalog spec.
-    A scheduler that cannot be reached is a failure row, not a failed night. Returns (specs, failures, schedulers
-    asked)."""
-    from firstfault.connectors.base import save_context
-    from firstfault.connectors.registry import scheduler_connectors
-
-    start = datetime.combine(run_date, datetime.min.time(), tzinfo=timezone.utc)
-    specs, failures = [], []
-    connectors = scheduler_connectors(config)
-    for name, connector in sorted(connectors.items()):
-        try:
-            contexts = connector.discover(start, start + timedelta(days=1))
-        except Exception as e:  # noqa: BLE001 - one scheduler down never sinks the night
-            failures.append(_failure(None, name, "discover", _describe(e)))
-            continue
-        specs.extend(save_context(_lake(config), ctx) for ctx in contexts)
-    return specs, failures, len(connectors)
-
-
-def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str] = ()) -> tuple[list[Candidate], list[dict], int]:
-    """The attempts whose `end` falls on run_date (UTC), with their input fingerprints; malformed specs and
-    unreadable inputs become failure rows. Returns (candidates, failures, spec files seen)."""
-    from firstfault.connectors.static_context import load_static_context
-    from firstfault.connectors.fingerprint import input_fingerprint
-
-    specs = sorted(set(list_specs(patterns)) | set(extra_specs))
-    candidates: dict[str, Candidate] = {}
-    failures: list[dict] = []
-    for uri in specs:
-        try:
-            ctx = load_static_context(uri)
-        except BadInput as e:
-            failures.append(_failure(None, uri, "spec", str(e)))
-            continue
-        except Exception as e:  # noqa: BLE001 - one spec never sinks the night
-            failures.append(_failure(None, uri, "spec", f"{type(e).__name__}: {e}"))
-            continue
-        if ctx.end is None or ctx.end.astimezone(timezone.utc).date() != run_date:
-            continue
-        if ctx.attempt_id in candidates:
-            failures.append(_failure(ctx.attempt_id, uri, "discover", f"duplicate attempt_id, also in {candidates[ctx.attempt_id].spec_uri}"))
-            continue
-        try:
-            fp = input_fingerprint(ctx)
-        except Exception as e:  # noqa: BLE001
-            failures.append(_failure(ctx.attempt_id, uri, "discover", f"inputs not listable: {type(e).__name__}: {e}"))
-            continue
-        candidates[ctx.attempt_id] = Candidate(uri, ctx.attempt_id, ctx.cluster, ctx.workload_id, fp)
-    for f in failures:
-        log.warning("nightly: %s failed at %s: %s", f["spec_uri"], f["stage"], f["error"])
-    return [candidates[k] for k in sorted(candidates)], failures, len(specs)
 
 
 def current_rules_version(config: Config) -> str:
@@ -255,10 +148,10 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
         try:
             contexts.append(load_static_context(c.spec_uri))
         except Exception as e:  # noqa: BLE001 - a spec changed or vanished since discovery
-            failures.append(_failure(c.attempt_id, c.spec_uri, "land", _describe(e)))
+            failures.append(run_failure(c.attempt_id, c.spec_uri, "land", describe(e)))
 
     def land_failed(ctx, e: Exception) -> None:  # corrupt input, connector error
-        failures.append(_failure(ctx.attempt_id, ctx.spec_uri, "land", _describe(e)))
+        failures.append(run_failure(ctx.attempt_id, ctx.spec_uri, "land", describe(e)))
 
     # shards already run side by side, so the attempts of one shard are landed in this process
     landed_ids = {r.attempt_id for r in land(contexts, config, on_error=land_failed, parallel=False)}
@@ -273,7 +166,7 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
                 try:
                     parts.append(attribute([ctx], config, fingerprints=fingerprints).tables)
                 except Exception as e:  # noqa: BLE001
-                    failures.append(_failure(ctx.attempt_id, ctx.spec_uri, "attribute", _describe(e)))
+                    failures.append(run_failure(ctx.attempt_id, ctx.spec_uri, "attribute", describe(e)))
     for f in failures:
         log.warning("nightly: %s (%s) failed at %s: %s", f["attempt_id"], f["spec_uri"], f["stage"], f["error"])
     lake = _lake(config)
@@ -344,8 +237,8 @@ def rebuild_fleet(config: Config) -> str:
         rebuild(config.warehouse.path, config)
         return "rebuilt"
     except Exception as e:  # noqa: BLE001
-        log.warning("nightly: fleet aggregates not rebuilt: %s", _describe(e))
-        return f"failed: {_describe(e)}"
+        log.warning("nightly: fleet aggregates not rebuilt: %s", describe(e))
+        return f"failed: {describe(e)}"
 
 
 def run_nightly(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
@@ -379,8 +272,8 @@ def _run_shards(plan: Plan, config: Config) -> tuple[list[str], list[dict]]:
 
 def shard_failure_rows(shard: Sequence[Candidate], error: BaseException | str) -> list[dict]:
     """Failure rows for every attempt of a shard whose task died as a whole (a worker lost, say)."""
-    text = error if isinstance(error, str) else _describe(error)
-    return [_failure(c.attempt_id, c.spec_uri, "shard", text) for c in shard]
+    text = error if isinstance(error, str) else describe(error)
+    return [run_failure(c.attempt_id, c.spec_uri, "shard", text) for c in shard]
 
 
 def render_summary(summary: dict) -> str:
@@ -403,14 +296,6 @@ def render_summary(summary: dict) -> str:
 
 def _lake(config: Config) -> Lake:
     return Lake(config.lake.root, config.lake.storage_options())
-
-
-def _failure(attempt_id: str | None, spec_uri: str, stage: str, error: str) -> dict:
-    return {"attempt_id": attempt_id, "spec_uri": spec_uri, "stage": stage, "error": error}
-
-
-def _describe(e: BaseException) -> str:
-    return str(e) if isinstance(e, BadInput) else f"{type(e).__name__}: {e}"
 
 
 def _write(lake: Lake, path: str, table: pa.Table) -> None:

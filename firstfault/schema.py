@@ -111,6 +111,7 @@ FLIGHT_RECORDER_ENTRY_SCHEMA: dict[str, pl.DataType] = {
     "time_discovered_started_ns": pl.Int64(), "time_discovered_completed_ns": pl.Int64(), "source": pl.String(),
     "uri": pl.String(), "entry": pl.Int64(), "locator": pl.String(),
 }
+FLIGHT_RECORDER_SOURCE = "flight_recorder"
 FLIGHT_RECORDER_SCHEMA = pl.DataFrame(schema=FLIGHT_RECORDER_ENTRY_SCHEMA).to_arrow().schema
 
 # --- rules --------------------------------------------------------------------------------------------------------
@@ -145,6 +146,13 @@ RUN_COLUMNS = ("run_id", "flow", "started_at", "finished_at", "attempts", "rules
 
 #: one row per attempt a nightly could not attribute (warehouse `run_failures`, without run_id and time)
 RUN_FAILURE_SCHEMA = pa.schema([("attempt_id", pa.string()), ("spec_uri", pa.string()), ("stage", pa.string()), ("error", pa.string())])
+
+
+
+def run_failure(attempt_id: str | None, spec_uri: str, stage: str, error: str) -> dict:
+    """A row of RUN_FAILURE_SCHEMA; `stage` is spec, discover, land, attribute or shard."""
+    return {"attempt_id": attempt_id, "spec_uri": spec_uri, "stage": stage, "error": error}
+
 
 #: the fleet aggregates `fleet rebuild` replaces
 FLEET_TABLES = ("node_offenders", "port_hotspots", "gpu_model_trends", "incidents")

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from firstfault.connectors.flight_recorder import dump_events, load_dump, read_dumps
+from firstfault.connectors.flight_recorder import load_dump, read_dumps
+from firstfault.transforms.flight_recorder_events import flight_recorder_events
 from firstfault.connectors.static_context import context_from_dict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "flight_recorder"
@@ -32,7 +33,8 @@ def test_real_dumps_load_one_row_per_entry(case, empty):
     assert row["source"] == "flight_recorder" and row["entry"] == 0 and row["op"].startswith("nccl:")
     assert row["pg_name"] and row["pg_desc"] and row["state"] and row["time_created_ns"] > 0
     assert '"entry": 0' in row["locator"]
-    events = dump_events(frame, reports, _ctx())
+    ctx = _ctx()
+    events = flight_recorder_events(frame, reports, ctx.attempt_id, ctx.rank_map())
     assert set(events["kind"]) == {"flight_recorder_dump", "flight_recorder_entry"}
     assert events["event_id"].n_unique() == events.height
     assert events.filter(events["kind"] == "flight_recorder_dump").height == 16

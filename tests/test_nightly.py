@@ -9,7 +9,8 @@ import yaml
 from firstfault.cli import main
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.synthetic.demo import EXPECTED, write_demo
-from firstfault.nightly import Candidate, discover, make_shards, catalog_patterns, run_nightly
+from firstfault.connectors.catalog import Candidate, catalog_patterns, discover
+from firstfault.nightly import make_shards, run_nightly
 from firstfault.schema import ATTEMPT_TABLES
 from firstfault.warehouse.store import connect_writer
 

@@ -4,7 +4,6 @@ import shutil
 import duckdb
 import pytest
 
-from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.synthetic.demo import write_demo
 
 DAY = "2026-11-29"

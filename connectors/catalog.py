@@ -1,0 +1,125 @@
+"""Catalog discovery: the static contexts of the attempts that ended on a UTC day, from catalog folders, buckets or
+globs and from the scheduler connectors the config enables; each with its input fingerprint. A malformed spec or an
+unreachable scheduler is a failure row, never a failed night."""
+from __future__ import annotations
+
+import fnmatch
+import glob
+import logging
+import os
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+
+import fsspec
+
+from firstfault.config import Config
+from firstfault.connectors.base import save_context
+from firstfault.connectors.fingerprint import input_fingerprint
+from firstfault.connectors.registry import scheduler_connectors
+from firstfault.connectors.static_context import load_static_context
+from firstfault.errors import BadInput, describe
+from firstfault.lake import Lake
+from firstfault.schema import run_failure
+
+log = logging.getLogger(__name__)
+
+SPEC_SUFFIXES = ("*.yaml", "*.yml", "*.json")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One discovered attempt: small and picklable, what a shard task receives (never data)."""
+    spec_uri: str
+    attempt_id: str
+    cluster: str
+    workload_id: str
+    fingerprint: str
+
+
+def catalog_patterns(config: Config, catalog: str | None = None) -> list[str]:
+    """`catalog` (a folder, bucket prefix or glob) overrides `[catalog] paths`; a folder means every spec under it."""
+    if catalog:
+        patterns = [catalog]
+    elif config.catalog.paths:
+        patterns = list(config.catalog.paths)
+    else:
+        return []
+    out = []
+    for p in patterns:
+        if any(c in p for c in "*?["):
+            out.append(p)
+        else:
+            out.extend(posixpath.join(p.rstrip("/"), "**", s) for s in SPEC_SUFFIXES)
+    return out
+
+
+def list_specs(patterns: Sequence[str]) -> list[str]:
+    """Every spec file matched by the fsspec globs; local files as plain paths (as `attribute --static` gets them)."""
+    found: set[str] = set()
+    walked: dict[str, list[str]] = {}
+    for pattern in patterns:
+        fs, path = fsspec.core.url_to_fs(pattern)
+        if "file" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+            found.update(fs.unstrip_protocol(p) for p in fs.glob(path) if fs.isfile(p))
+            continue
+        root, _, name = path.partition("/**/")
+        if name and not any(c in root + "/" for c in "*?[") and "/" not in name:
+            # `<folder>/**/*.yaml` and its siblings: one walk of a big local catalog (a folder per attempt), not one
+            # per suffix, and ~10x faster than fsspec's glob
+            if root not in walked:
+                walked[root] = [os.path.join(d, f) for d, _, files in os.walk(root) for f in files]
+            found.update(p for p in walked[root] if fnmatch.fnmatch(os.path.basename(p), name))
+        else:
+            found.update(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+    return sorted(found)
+
+
+def discover_scheduled(config: Config, run_date: date) -> tuple[list[str], list[dict], int]:
+    """Ask every scheduler connector the config enables for the attempts that ended on run_date (UTC); each one
+    is kept in the lake as a static context (connectors/base.py save_context) and handled like a catalog spec.
+    A scheduler that cannot be reached is a failure row, not a failed night. Returns (specs, failures, schedulers
+    asked)."""
+    start = datetime.combine(run_date, datetime.min.time(), tzinfo=timezone.utc)
+    specs, failures = [], []
+    connectors = scheduler_connectors(config)
+    for name, connector in sorted(connectors.items()):
+        try:
+            contexts = connector.discover(start, start + timedelta(days=1))
+        except Exception as e:  # noqa: BLE001 - one scheduler down never sinks the night
+            failures.append(run_failure(None, name, "discover", describe(e)))
+            continue
+        specs.extend(save_context(Lake(config.lake.root, config.lake.storage_options()), ctx) for ctx in contexts)
+    return specs, failures, len(connectors)
+
+
+def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str] = ()) -> tuple[list[Candidate], list[dict], int]:
+    """The attempts whose `end` falls on run_date (UTC), with their input fingerprints; malformed specs and
+    unreadable inputs become failure rows. Returns (candidates, failures, spec files seen)."""
+    specs = sorted(set(list_specs(patterns)) | set(extra_specs))
+    candidates: dict[str, Candidate] = {}
+    failures: list[dict] = []
+    for uri in specs:
+        try:
+            ctx = load_static_context(uri)
+        except BadInput as e:
+            failures.append(run_failure(None, uri, "spec", str(e)))
+            continue
+        except Exception as e:  # noqa: BLE001 - one spec never sinks the night
+            failures.append(run_failure(None, uri, "spec", f"{type(e).__name__}: {e}"))
+            continue
+        if ctx.end is None or ctx.end.astimezone(timezone.utc).date() != run_date:
+            continue
+        if ctx.attempt_id in candidates:
+            failures.append(run_failure(ctx.attempt_id, uri, "discover", f"duplicate attempt_id, also in {candidates[ctx.attempt_id].spec_uri}"))
+            continue
+        try:
+            fp = input_fingerprint(ctx)
+        except Exception as e:  # noqa: BLE001
+            failures.append(run_failure(ctx.attempt_id, uri, "discover", f"inputs not listable: {type(e).__name__}: {e}"))
+            continue
+        candidates[ctx.attempt_id] = Candidate(uri, ctx.attempt_id, ctx.cluster, ctx.workload_id, fp)
+    for f in failures:
+        log.warning("nightly: %s failed at %s: %s", f["spec_uri"], f["stage"], f["error"])
+    return [candidates[k] for k in sorted(candidates)], failures, len(specs)

@@ -1,0 +1,50 @@
+"""Line normalisation: strip each line's decorations, stamp it in UTC and place it on a node and rank, for the lines
+of several attempts in one polars plan per time zone (docs/DESIGN.md §7)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from firstfault.transforms.decorations import strip_decorations
+from firstfault.transforms.placement import place_attempt_lines
+from firstfault.transforms.timestamps import local_window, parse_timestamps
+
+if TYPE_CHECKING:  # the attempt facts read here; transforms do not import connectors at run time
+    from firstfault.connectors.static_context import AttemptContext
+
+
+def normalize_lines(ctxs: Sequence[AttemptContext], lines: pl.DataFrame) -> pl.DataFrame:
+    """Strip, stamp and place the lines of the attempts `ctxs` (each line's `_attempt` indexes them), in one plan
+    per time zone (the attempts of a fleet mostly share one). `attempt_id` is left to the caller (a literal per
+    attempt costs nothing; a column built per line does)."""
+    present = sorted(lines.get_column("_attempt").unique().to_list()) or [0]  # no lines left: still the columns
+    by_zone: dict[str, list[int]] = {}
+    for position in present:
+        by_zone.setdefault(ctxs[position].timezone, []).append(position)
+    parts = [_normalize_zone(ctxs, lines if len(by_zone) == 1 else lines.filter(pl.col("_attempt").is_in(positions)), tz,
+                             positions).collect()
+             for tz, positions in by_zone.items()]
+    if len(parts) == 1:
+        return parts[0]
+    return pl.concat(parts, how="vertical").sort(["_file", "line"], maintain_order=True)
+
+
+def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str, positions: list[int]) -> pl.LazyFrame:
+    lf = strip_decorations(lines.lazy())
+    if len(positions) == 1:  # one attempt: its facts are literals, cheaper than per-line lookups
+        ctx = ctxs[positions[0]]
+        lf = parse_timestamps(lf, tz=tz, window_start=ctx.start, window_end=ctx.end or ctx.start)
+        rosters, attempt = [(ctx.nodes, ctx.rank_map())], pl.lit(0, pl.Int64)
+    else:
+        def per_attempt(values: dict[int, datetime]) -> pl.Expr:
+            return pl.col("_attempt").replace_strict(values, default=None, return_dtype=pl.Datetime("us"))
+
+        lf = parse_timestamps(lf, tz=tz, window_start=per_attempt({i: local_window(ctxs[i].start, tz) for i in positions}),
+                              window_end=per_attempt({i: local_window(ctxs[i].end or ctxs[i].start, tz) for i in positions}))
+        rosters, attempt = [(c.nodes, c.rank_map()) for c in ctxs], pl.col("_attempt")
+    lf = place_attempt_lines(lf, rosters, attempt, file_node=pl.col("_file_node"), file_rank=pl.col("_file_rank"),
+                             label_mode=pl.col("_label"))
+    return lf.drop("_file_node", "_file_rank", "_label")
