@@ -34,7 +34,7 @@ from firstfault.cli import scheduler_specs
 from firstfault.config import Config
 from firstfault.connectors.static_context import AttemptContext, context_from_dict, load_static_context
 from firstfault.errors import BadInput
-from firstfault.warehouse.outputs import stored_verdicts
+from firstfault.warehouse.read import stored_verdicts
 from firstfault.run import attribute, land, load
 
 REQUEST = "request body"

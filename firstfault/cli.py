@@ -304,8 +304,8 @@ def _demo(args) -> int:
 
 def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, single: bool, outputs=()) -> None:
     """Print the stored verdicts of `attempt_ids` and write them to every `--output` target."""
-    from firstfault.warehouse.outputs import stored_verdicts, verdict_json, write_outputs
-    from firstfault.verdict import render
+    from firstfault.warehouse.outputs import render_text, verdict_json, write_outputs
+    from firstfault.warehouse.read import stored_verdicts
 
     verdicts = stored_verdicts(warehouse, attempt_ids)
     write_outputs(outputs, verdicts)
@@ -316,13 +316,14 @@ def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, si
             for v in verdicts:
                 print(verdict_json(v))
     else:
-        print(render(verdicts))
+        print(render_text(verdicts))
 
 
 def _nightly(args) -> int:
     from firstfault.config import resolve_config
     from firstfault.nightly import parse_run_date, render_summary
-    from firstfault.warehouse.outputs import parse_outputs, stored_verdicts, write_outputs
+    from firstfault.warehouse.outputs import parse_outputs, write_outputs
+    from firstfault.warehouse.read import stored_verdicts
 
     outputs = parse_outputs(args.output)
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
@@ -371,22 +372,16 @@ def _sql(args) -> int:
     import duckdb
 
     from firstfault.config import resolve_config
-    from firstfault.warehouse.store import connect_reader
+    from firstfault.warehouse.read import run_query
 
     config = resolve_config(args.config, warehouse_path=args.warehouse)
-    try:
-        con = connect_reader(config.warehouse.path)
-    except FileNotFoundError:
-        raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
     started = time.monotonic()
     try:
-        cursor = con.execute(args.query)
-        names = [d[0] for d in cursor.description] if cursor.description else []
-        rows = cursor.fetchall() if names else []
+        names, rows = run_query(config.warehouse.path, args.query)
+    except FileNotFoundError:
+        raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
     except duckdb.Error as e:
         raise BadInput("<query>", "sql", str(e).splitlines()[0]) from None
-    finally:
-        con.close()
     print(_format(names, rows, args.format))
     if args.format == "table":
         print(f"({len(rows)} row{'s' if len(rows) != 1 else ''}, {time.monotonic() - started:.3f} s)", file=sys.stderr)

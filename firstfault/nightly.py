@@ -31,6 +31,7 @@ from firstfault.lake import Lake
 from firstfault.connectors.catalog import Candidate, catalog_patterns, discover, discover_scheduled
 from firstfault.errors import BadInput, describe
 from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA, run_failure
+from firstfault.warehouse.read import unchanged_attempts
 
 log = logging.getLogger(__name__)
 
@@ -71,26 +72,6 @@ def current_rules_version(config: Config) -> str:
     return rules_version(load_rules([Path(d) for d in config.rules.dirs]), [Path(d) for d in config.patterns.dirs])
 
 
-def already_done(warehouse: str, candidates: Sequence[Candidate], version: str) -> set[str]:
-    """Attempt ids whose warehouse row has this rules_version and this input fingerprint."""
-    from pathlib import Path
-
-    from firstfault.warehouse.store import connect_reader
-
-    if not candidates or not Path(warehouse).exists():
-        return set()
-    con = connect_reader(warehouse)
-    try:
-        rows = con.execute("SELECT attempt_id, rules_version, input_fingerprint FROM attributions "
-                           "WHERE attempt_id IN (SELECT unnest(?))", [[c.attempt_id for c in candidates]]).fetchall()
-    except duckdb.Error:  # a warehouse from before input_fingerprint: redo everything
-        return set()
-    finally:
-        con.close()
-    have = {a: (v, f) for a, v, f in rows}
-    return {c.attempt_id for c in candidates if have.get(c.attempt_id) == (version, c.fingerprint)}
-
-
 _ATTEMPTS_PER_SHARD = 250
 
 
@@ -125,7 +106,8 @@ def prepare(config: Config, run_date: str | date | None = None, catalog: str | N
                        "or configure a scheduler ([slurm], [kueue]) in firstfault.toml")
     candidates, discovered_failures, _ = discover(patterns, day, scheduled)
     failures = failures + discovered_failures
-    done = set() if force else already_done(config.warehouse.path, candidates, current_rules_version(config))
+    done = set() if force else unchanged_attempts(config.warehouse.path, {c.attempt_id: c.fingerprint for c in candidates},
+                                                    current_rules_version(config))
     todo = [c for c in candidates if c.attempt_id not in done]
     skipped = [c for c in candidates if c.attempt_id in done]
     return Plan(run_id or uuid.uuid4().hex, day.isoformat(), len(candidates), todo, skipped,

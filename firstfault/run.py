@@ -22,6 +22,7 @@ from firstfault.landing import LandingResult, input_bytes, land_attempt, land_at
 from firstfault.errors import BadInput
 from firstfault.schema import HISTORY_COLUMNS
 from firstfault.transforms.extract import PatternError, load_patterns
+from firstfault.warehouse.read import workload_history
 from firstfault.warehouse.store import load_attempts
 
 
@@ -137,33 +138,10 @@ def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Seque
             con.execute(f"INSERT INTO history ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
                         [row.get(n) for n in names])
         return
-    path = Path(config.warehouse.path)
-    if not path.exists():
+    keys = con.sql("SELECT DISTINCT cluster, workload_id FROM attempts").fetchall()
+    table = workload_history(config.warehouse.path, keys) if keys and Path(config.warehouse.path).exists() else None
+    if table is None:
         return
-    from firstfault.warehouse.store import connect_reader
-
-    try:
-        wh = connect_reader(str(path))
-    except Exception:  # an unreadable warehouse means no history, never a failed attribution
-        return
-    try:
-        keys = con.sql("SELECT DISTINCT cluster, workload_id FROM attempts").fetchall()
-        if not keys:
-            return
-        wh.execute("CREATE TEMP TABLE wanted (cluster VARCHAR, workload_id VARCHAR)")
-        wh.executemany("INSERT INTO wanted VALUES (?, ?)", keys)
-        table = wh.sql(
-            "SELECT a.attempt_id, a.workload_id, a.cluster, CAST(a.attempt AS BIGINT) AS attempt, a.verdict, a.domain, a.subdomain, "
-            "CAST(a.culprit_nodes AS VARCHAR[]) AS culprit_nodes, "
-            "concat_ws('|', a.domain, a.subdomain, array_to_string(list_sort(a.culprit_nodes), ',')) AS root_fingerprint, "
-            "(SELECT max(e.iteration) FROM events e WHERE e.attempt_id = a.attempt_id AND e.kind = 'progress') AS progress, "
-            "CAST(a.start_ts AS TIMESTAMP) AS start_ts "
-            "FROM attributions a JOIN wanted USING (cluster, workload_id)"
-        ).to_arrow_table()
-    except duckdb.Error:
-        return
-    finally:
-        wh.close()
     con.register("history_warehouse", table)
     con.execute("INSERT INTO history SELECT * FROM history_warehouse WHERE attempt_id NOT IN (SELECT attempt_id FROM attempts)")
     con.unregister("history_warehouse")

@@ -400,14 +400,10 @@ def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, 
 
 def evaluate(directory: str | Path, warehouse: str | Path) -> dict:
     """Score the warehouse's verdicts against truth.jsonl (see `firstfault evaluate`)."""
-    from firstfault.warehouse.store import connect_reader
+    from firstfault.warehouse.read import verdict_summaries
 
     truth = read_truth(directory)
-    con = connect_reader(str(warehouse))
-    try:
-        rows = con.execute("SELECT attempt_id, verdict, domain, subdomain, culprit_nodes FROM attributions").fetchall()
-    finally:
-        con.close()
+    rows = verdict_summaries(str(warehouse))
     got = {r[0]: {"verdict": r[1], "domain": r[2], "subdomain": r[3], "culprit_nodes": sorted(r[4] or [])} for r in rows}
     n = {"attempts": len(truth), "scored": 0, "missing": 0}
     verdict_ok = domain_ok = culprit_ok = sub_ok = failures = 0

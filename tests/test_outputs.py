@@ -7,7 +7,8 @@ import pytest
 
 from firstfault.cli import main
 from firstfault.synthetic.demo import EXPECTED
-from firstfault.warehouse.outputs import stored_verdicts, write_sqlite
+from firstfault.warehouse.outputs import write_sqlite
+from firstfault.warehouse.read import stored_verdicts
 from firstfault.schema import VERDICT_KEYS
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from firstfault.errors import BadInput
-from firstfault.verdict import VERDICT_KEYS, load_verdicts
+from firstfault.schema import VERDICT_KEYS
 
 # Evidence entries as rows (like the warehouse's attribution_evidence); `position` is the 1-based place in the
 # verdict's `evidence` list, `locator` JSON text or NULL.
@@ -38,18 +38,6 @@ def parse_outputs(values: Sequence[str]) -> list[Output]:
             raise BadInput("--output", "output", f"{value!r}: expected sqlite:PATH or jsonl:PATH")
         outputs.append(Output(kind, path))
     return outputs
-
-
-def stored_verdicts(warehouse: str, attempt_ids: Sequence[str]) -> list[dict]:
-    """The verdicts of `attempt_ids` as the warehouse holds them (read-only connection; FileNotFoundError when the
-    warehouse does not exist)."""
-    from firstfault.warehouse.store import connect_reader
-
-    con = connect_reader(warehouse)
-    try:
-        return load_verdicts(con, attempt_ids)
-    finally:
-        con.close()
 
 
 def write_outputs(outputs: Sequence[Output], verdicts: Sequence[dict]) -> None:
@@ -124,3 +112,35 @@ def verdict_json(verdict: dict) -> str:
 
 
 WRITERS = {"sqlite": write_sqlite, "jsonl": append_jsonl}
+
+
+def render_text(verdicts: Sequence[dict], *, evidence_lines: int = 6) -> str:
+    """A table a person can read: one row per attempt, then the cause and its evidence lines for each failure."""
+    header = ("attempt", "verdict", "domain/subdomain", "culprits", "action", "confidence")
+    rows = [
+        (
+            v["attempt_id"], v["verdict"],
+            f"{v['domain'] or '-'}/{v['subdomain'] or '-'}" if v["domain"] or v["subdomain"] else "-",
+            ",".join(v["culprit_nodes"]) or "-", v["action"], v["quality"]["confidence"],
+        )
+        for v in verdicts
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    out = ["  ".join(str(x).ljust(w) for x, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in rows]
+    for v in verdicts:
+        if v["verdict"] not in ("attributed", "ambiguous"):
+            continue
+        out.append("")
+        cause = v["root_cause"]["summary"] if v["root_cause"] else "; ".join(
+            f"{c['domain']}/{c['subdomain']} on {','.join(c['nodes']) or 'job'} ({c['score']:.2f})" for c in v["candidates"][:4]
+        )
+        out.append(f"{v['attempt_id']}: {cause}")
+        if v["symptoms"]:
+            nodes = sorted({s["node"] for s in v["symptoms"] if s["node"]})
+            out.append(f"  symptoms: {len(v['symptoms'])} on {', '.join(nodes) or '?'}")
+        for e in v["evidence"][:evidence_lines]:
+            where = f"{e['uri']}:{e['line']}" if e.get("line") is not None else e["uri"]
+            out.append(f"  [{e['role']}] {where}")
+            out.append(f"      {(e['text'] or '')[:200]}")
+    return "\n".join(out)

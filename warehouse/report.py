@@ -16,6 +16,7 @@ from pathlib import Path
 
 from firstfault.ids import attempt_key
 from firstfault.schema import FLEET_TABLES
+from firstfault.warehouse.read import attempt_evidence, context_events, existing_tables, query, report_attempts, table_columns
 
 FAILED = ("attributed", "ambiguous", "unattributed")
 ROLE_COLOURS = {
@@ -109,47 +110,6 @@ def table(headers: list[str], rows: list[list[str]], *, num: set[int] = frozense
 def not_computed(name: str) -> str:
     return (f'<p class="note">not computed yet: the warehouse has no <code>{esc(name)}</code> table '
             "(the nightly fleet aggregation writes it).</p>")
-
-
-# ---------------------------------------------------------------------------------------------- warehouse reads
-
-def query(con, sql: str, params: list | None = None) -> list[dict]:
-    cursor = con.execute(sql, params or [])
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
-
-
-def existing_tables(con) -> set[str]:
-    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-
-
-def table_columns(con, name: str) -> list[tuple[str, str]]:
-    return [(r[0], r[1]) for r in con.execute(
-        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
-        [name]).fetchall()]
-
-
-def load_attempts(con) -> list[dict]:
-    from firstfault.verdict import load_verdicts
-
-    verdicts = {v["attempt_id"]: v for v in load_verdicts(con)}
-    extra = query(con, "SELECT attempt_id, start_ts, end_ts, gpu_model, nodes FROM attributions ORDER BY attempt_id")
-    for row in extra:
-        verdicts[row["attempt_id"]].update(row)
-    return [verdicts[r["attempt_id"]] for r in extra]
-
-
-def load_evidence(con, attempt_id: str) -> list[dict]:
-    return query(con, "SELECT * FROM attribution_evidence WHERE attempt_id = ? ORDER BY position", [attempt_id])
-
-
-def load_context_events(con, attempt_id: str) -> list[dict]:
-    """Events with a role that the evidence list does not already carry (shown grey on the timeline)."""
-    return query(con, """
-        SELECT e.event_id, e.kind, e.node, e.rank, e.ts, e.role, e.uri, e.line, e.raw AS text FROM events e
-        WHERE e.attempt_id = ? AND e.role IS NOT NULL AND e.role <> 'ignored'
-          AND e.event_id NOT IN (SELECT event_id FROM attribution_evidence WHERE attempt_id = ? AND event_id IS NOT NULL)
-        ORDER BY e.ts NULLS LAST""", [attempt_id, attempt_id])
 
 
 # ---------------------------------------------------------------------------------------------- SVG charts
@@ -575,8 +535,8 @@ def connectors_section(v: dict) -> str:
 
 
 def render_attempt(con, v: dict) -> str:
-    evidence = load_evidence(con, v["attempt_id"])
-    context = load_context_events(con, v["attempt_id"])
+    evidence = attempt_evidence(con, v["attempt_id"])
+    context = context_events(con, v["attempt_id"])
     body = (verdict_section(v) + candidates_section(v) + timeline_section(v, evidence, context)
             + evidence_section(evidence) + connectors_section(v))
     return page(f"attempt {v['attempt_id']}", body, up="../")
@@ -593,7 +553,7 @@ def write_report(warehouse: str, out_dir: str = "firstfault-report") -> Path:
     con = connect_reader(warehouse)
     try:
         tables = existing_tables(con)
-        attempts = load_attempts(con)
+        attempts = report_attempts(con)
         for v in attempts:
             if v["verdict"] in FAILED:
                 (out / attempt_href(v["attempt_id"])).write_text(render_attempt(con, v), encoding="utf-8")
@@ -640,7 +600,7 @@ def publish_artifacts(warehouse_path: str, *, prefix: str = "firstfault") -> lis
     con = connect_reader(warehouse_path)
     try:
         tables = existing_tables(con)
-        attempts = load_attempts(con)
+        attempts = report_attempts(con)
         fleet = {t: query(con, f'SELECT * FROM "{t}" LIMIT {MAX_ROWS}') for t in ("node_offenders", "port_hotspots")
                  if t in tables}
     finally:

@@ -1,0 +1,143 @@
+"""The warehouse's read side, used by the CLI, the API, the report, the nightly skip query, history and scoring:
+every read opens a read-only connection (waiting out a short write lock) and closes it again."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import duckdb
+import pyarrow as pa
+
+from firstfault.schema import VERDICT_KEYS
+from firstfault.warehouse.store import connect_reader
+
+
+@contextmanager
+def reading(path: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to the warehouse at `path` (FileNotFoundError when it does not exist)."""
+    con = connect_reader(path)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def query(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict]:
+    cursor = con.execute(sql, params or [])
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def run_query(path: str, sql: str) -> tuple[list[str], list[tuple]]:
+    """An ad hoc query's column names and rows (`firstfault sql`); duckdb.Error for a bad query."""
+    with reading(path) as con:
+        cursor = con.execute(sql)
+        names = [d[0] for d in cursor.description] if cursor.description else []
+        return names, cursor.fetchall() if names else []
+
+
+def existing_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+        [name]).fetchall()]
+
+
+# --- verdicts -----------------------------------------------------------------------------------------------------
+
+def load_verdicts(con: duckdb.DuckDBPyConnection, attempt_ids: Sequence[str] | None = None) -> list[dict]:
+    """Verdict objects (docs/verdict.md) of `attempt_ids` (default: all), ordered by attempt id."""
+    where = ""
+    params: list = []
+    if attempt_ids is not None:
+        where = "WHERE attempt_id IN (SELECT unnest(?))"
+        params = [list(attempt_ids)]
+    return [_verdict(row) for row in query(con, f"SELECT {', '.join(VERDICT_KEYS)} FROM attributions {where} ORDER BY attempt_id", params)]
+
+
+def _verdict(row: dict) -> dict:
+    verdict = {k: row[k] for k in VERDICT_KEYS}
+    for item in verdict["evidence"] or []:
+        locator = item.pop("locator", None)
+        if locator:
+            item["locator"] = json.loads(locator)
+    return verdict
+
+
+def stored_verdicts(path: str, attempt_ids: Sequence[str]) -> list[dict]:
+    """The verdicts of `attempt_ids` as the warehouse at `path` holds them."""
+    with reading(path) as con:
+        return load_verdicts(con, attempt_ids)
+
+
+def verdict_summaries(path: str) -> list[tuple]:
+    """(attempt_id, verdict, domain, subdomain, culprit_nodes) of every attempt (scoring against a truth file)."""
+    with reading(path) as con:
+        return con.execute("SELECT attempt_id, verdict, domain, subdomain, culprit_nodes FROM attributions").fetchall()
+
+
+# --- the report ---------------------------------------------------------------------------------------------------
+
+def report_attempts(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    """Every verdict with the attempt's window, GPU model and nodes."""
+    verdicts = {v["attempt_id"]: v for v in load_verdicts(con)}
+    extra = query(con, "SELECT attempt_id, start_ts, end_ts, gpu_model, nodes FROM attributions ORDER BY attempt_id")
+    for row in extra:
+        verdicts[row["attempt_id"]].update(row)
+    return [verdicts[r["attempt_id"]] for r in extra]
+
+
+def attempt_evidence(con: duckdb.DuckDBPyConnection, attempt_id: str) -> list[dict]:
+    return query(con, "SELECT * FROM attribution_evidence WHERE attempt_id = ? ORDER BY position", [attempt_id])
+
+
+def context_events(con: duckdb.DuckDBPyConnection, attempt_id: str) -> list[dict]:
+    """Events with a role that the evidence list does not already carry (shown grey on the timeline)."""
+    return query(con, """
+        SELECT e.event_id, e.kind, e.node, e.rank, e.ts, e.role, e.uri, e.line, e.raw AS text FROM events e
+        WHERE e.attempt_id = ? AND e.role IS NOT NULL AND e.role <> 'ignored'
+          AND e.event_id NOT IN (SELECT event_id FROM attribution_evidence WHERE attempt_id = ? AND event_id IS NOT NULL)
+        ORDER BY e.ts NULLS LAST""", [attempt_id, attempt_id])
+
+
+# --- incremental runs and history ---------------------------------------------------------------------------------
+
+def unchanged_attempts(path: str, fingerprints: dict[str, str], version: str) -> set[str]:
+    """Attempt ids (keys of `fingerprints`) whose warehouse row has this rules_version and this input fingerprint."""
+    try:
+        with reading(path) as con:
+            rows = con.execute("SELECT attempt_id, rules_version, input_fingerprint FROM attributions "
+                               "WHERE attempt_id IN (SELECT unnest(?))", [list(fingerprints)]).fetchall()
+    except FileNotFoundError:
+        return set()
+    except duckdb.Error:  # a warehouse from before input_fingerprint: redo everything
+        return set()
+    return {a for a, v, f in rows if (v, f) == (version, fingerprints[a])}
+
+
+def workload_history(path: str, workloads: Sequence[tuple[str, str]]) -> pa.Table | None:
+    """Earlier verdicts of the (cluster, workload_id) pairs as rows of the `history` relation, without the root
+    fingerprint; None when the warehouse cannot be read (no history is never a failed attribution)."""
+    try:
+        con = connect_reader(path)
+    except Exception:  # noqa: BLE001 - missing, locked past the wait or corrupt: no history
+        return None
+    try:
+        con.execute("CREATE TEMP TABLE wanted (cluster VARCHAR, workload_id VARCHAR)")
+        con.executemany("INSERT INTO wanted VALUES (?, ?)", list(workloads))
+        return con.sql(
+            "SELECT a.attempt_id, a.workload_id, a.cluster, CAST(a.attempt AS BIGINT) AS attempt, a.verdict, a.domain, a.subdomain, "
+            "CAST(a.culprit_nodes AS VARCHAR[]) AS culprit_nodes, "
+            "concat_ws('|', a.domain, a.subdomain, array_to_string(list_sort(a.culprit_nodes), ',')) AS root_fingerprint, "
+            "(SELECT max(e.iteration) FROM events e WHERE e.attempt_id = a.attempt_id AND e.kind = 'progress') AS progress, "
+            "CAST(a.start_ts AS TIMESTAMP) AS start_ts "
+            "FROM attributions a JOIN wanted USING (cluster, workload_id)"
+        ).to_arrow_table()
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
