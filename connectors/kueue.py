@@ -25,8 +25,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from firstfault.config import Config, KubernetesSettings, KueueSettings
+from firstfault.connectors.http import ConnectorError, HttpClient, public_url
 from firstfault.connectors.static_context import AttemptContext
+
+from firstfault.config import Config, KubernetesSettings, KueueSettings
 from firstfault.errors import BadInput
 
 log = logging.getLogger(__name__)
@@ -537,8 +539,6 @@ class KubernetesApi:
         self.settings = settings
 
     def _client(self):
-        from firstfault.connectors.http import ConnectorError, HttpClient
-
         try:
             return HttpClient(self.settings, "kueue")
         except ConnectorError as e:  # an unreadable token_file, CA bundle or client certificate
@@ -547,8 +547,6 @@ class KubernetesApi:
     def _get(self, http, path: str, params: dict | None = None) -> list[KubeObject]:
         """One object or every page of a list; [] when the server says 404. A server that cannot be reached is a
         problem of the `[kubernetes] url` setting."""
-        from firstfault.connectors.http import ConnectorError, public_url
-
         out, params = [], dict(params or {})
         while True:
             try:
@@ -588,8 +586,6 @@ class KubernetesApi:
             return [w for ns in namespaces for w in self._list(http, f"{KUEUE_API}/namespaces/{ns}/workloads")]
 
     def describe(self) -> str:
-        from firstfault.connectors.http import public_url
-
         return public_url(self.settings.url)
 
 

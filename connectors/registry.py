@@ -10,19 +10,19 @@ config does not enable it. Its settings live in firstfault.toml under `[plugins.
 """
 from __future__ import annotations
 
-from importlib import import_module
 from importlib.metadata import entry_points
 
 from firstfault.config import Config
-from firstfault.connectors.base import SchedulerConnector, SourceConnector
+from firstfault.connectors import k8s_logs, k8s_status, kueue, loki, prometheus, slurm
+from firstfault.connectors.base import SchedulerConnector, SourceConnector, save_context
 from firstfault.errors import BadInput
+from firstfault.lake import Lake
 
 SOURCE_GROUP = "firstfault.sources"
 SCHEDULER_GROUP = "firstfault.schedulers"
 # Built-ins are found the same way as plug-ins: a module with `from_config(config)`.
-BUILTIN_SOURCES: tuple[str, ...] = ("firstfault.connectors.loki", "firstfault.connectors.k8s_logs", "firstfault.connectors.prometheus",
-                                   "firstfault.connectors.k8s_status")
-BUILTIN_SCHEDULERS: tuple[str, ...] = ("firstfault.connectors.kueue", "firstfault.connectors.slurm")
+BUILTIN_SOURCES = (loki, k8s_logs, prometheus, k8s_status)
+BUILTIN_SCHEDULERS = (kueue, slurm)
 
 
 def source_connectors(config: Config) -> list[SourceConnector]:
@@ -33,8 +33,8 @@ def scheduler_connectors(config: Config) -> dict[str, SchedulerConnector]:
     return {c.name: c for c in _connectors(config, BUILTIN_SCHEDULERS, SCHEDULER_GROUP, SchedulerConnector)}
 
 
-def _connectors(config: Config, builtins: tuple[str, ...], group: str, kind: type) -> list:
-    factories = [(m, import_module(m).from_config) for m in builtins]
+def _connectors(config: Config, builtins: tuple, group: str, kind: type) -> list:
+    factories = [(m.__name__, m.from_config) for m in builtins]
     for ep in sorted(entry_points(group=group), key=lambda e: e.name):
         try:
             factories.append((f"{group}:{ep.name}", ep.load()))
@@ -54,3 +54,21 @@ def _connectors(config: Config, builtins: tuple[str, ...], group: str, kind: typ
             raise BadInput(where, "from_config", f"returned {type(connector).__name__}, not a {kind.__name__}")
         out.append(connector)
     return out
+
+
+def resolve_scheduler_specs(config: Config, kind: str, value: str, where: str) -> list[str]:
+    """Resolve a scheduler id to its attempts and keep each as a static context in the lake (their spec paths).
+    `kind` is `slurm` / `kueue` (value: their id) or `scheduler` (value: NAME:REF); `where` names the flag or the
+    request in errors. Shared by `attribute` and the HTTP API."""
+    name, ref = value.partition(":")[::2] if kind == "scheduler" else (kind, value)
+    if not name or not ref:
+        raise BadInput(where, kind, f"{value!r}: expected {'NAME:REF' if kind == 'scheduler' else 'a scheduler id'}")
+    connectors = scheduler_connectors(config)
+    if name not in connectors:
+        known = ", ".join(sorted(connectors)) or "none"
+        raise BadInput(where, kind, f"no {name!r} scheduler connector is enabled (enabled: {known}); see firstfault.toml [{name}]")
+    contexts = connectors[name].resolve(ref)
+    if not contexts:
+        raise BadInput(where, kind, f"{ref!r}: no attempt found")
+    lake = Lake(config.lake.root, config.lake.storage_options())
+    return [save_context(lake, ctx) for ctx in contexts]

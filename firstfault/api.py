@@ -25,17 +25,22 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from firstfault.cli import scheduler_specs
 from firstfault.config import Config
-from firstfault.connectors.static_context import AttemptContext, context_from_dict, load_static_context
+from firstfault.connectors.registry import resolve_scheduler_specs
+from firstfault.connectors.static_context import (
+    AttemptContext,
+    context_from_dict,
+    load_static_context,
+)
 from firstfault.errors import BadInput
-from firstfault.warehouse.read import stored_verdicts
 from firstfault.run import attribute, land, load
+from firstfault.warehouse.read import stored_verdicts
 
 REQUEST = "request body"
 SCHEDULER_KEYS = ("slurm", "kueue", "scheduler")
@@ -112,7 +117,7 @@ class Attributor:
         value = body[kind]
         if not isinstance(value, str) or not value.strip():
             raise BadInput(REQUEST, kind, "must be a non-empty string")
-        return [load_static_context(spec) for spec in scheduler_specs(self.config, kind, value.strip(), REQUEST)]
+        return [load_static_context(spec) for spec in resolve_scheduler_specs(self.config, kind, value.strip(), REQUEST)]
 
 
 def _static_context(body: dict) -> AttemptContext:
@@ -177,6 +182,4 @@ def create_app(config: Config) -> FastAPI:
 
 
 def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8080) -> None:
-    import uvicorn
-
     uvicorn.run(create_app(config), host=host, port=port)

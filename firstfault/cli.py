@@ -211,7 +211,7 @@ def _attribute(args) -> int:
 
     outputs = parse_outputs(args.output)
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
-    specs = [args.static] if args.static else _scheduler_specs(args, config)
+    specs = [args.static] if args.static else _resolve_scheduler_specs(args, config)
     use_prefect = args.prefect == "always" or (args.prefect == "auto" and os.environ.get("PREFECT_API_URL"))
     if use_prefect:
         from firstfault.flows.attempt import attribute_attempt
@@ -228,31 +228,11 @@ def _attribute(args) -> int:
     return 0
 
 
-def _scheduler_specs(args, config) -> list[str]:
+def _resolve_scheduler_specs(args, config) -> list[str]:
+    from firstfault.connectors.registry import resolve_scheduler_specs
+
     kind = "scheduler" if args.scheduler else "slurm" if args.slurm else "kueue"
-    return scheduler_specs(config, kind, getattr(args, kind), f"--{kind}")
-
-
-def scheduler_specs(config, kind: str, value: str, where: str) -> list[str]:
-    """Resolve a scheduler id to its attempts and keep each as a static context in the lake (their spec paths).
-    `kind` is `slurm` / `kueue` (value: their id) or `scheduler` (value: NAME:REF); `where` names the flag or the
-    request in errors. Shared by `attribute` and the HTTP API (firstfault/api.py)."""
-    from firstfault.connectors.base import save_context
-    from firstfault.lake import Lake
-    from firstfault.connectors.registry import scheduler_connectors
-
-    name, ref = value.partition(":")[::2] if kind == "scheduler" else (kind, value)
-    if not name or not ref:
-        raise BadInput(where, kind, f"{value!r}: expected {'NAME:REF' if kind == 'scheduler' else 'a scheduler id'}")
-    connectors = scheduler_connectors(config)
-    if name not in connectors:
-        known = ", ".join(sorted(connectors)) or "none"
-        raise BadInput(where, kind, f"no {name!r} scheduler connector is enabled (enabled: {known}); see firstfault.toml [{name}]")
-    contexts = connectors[name].resolve(ref)
-    if not contexts:
-        raise BadInput(where, kind, f"{ref!r}: no attempt found")
-    lake = Lake(config.lake.root, config.lake.storage_options())
-    return [save_context(lake, ctx) for ctx in contexts]
+    return resolve_scheduler_specs(config, kind, getattr(args, kind), f"--{kind}")
 
 
 def _simulate(args) -> int:

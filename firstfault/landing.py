@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 from datetime import timezone
+from typing import Any
 
 import fsspec
 import polars as pl
@@ -24,22 +24,39 @@ import pyarrow as pa
 from firstfault.config import Landing
 from firstfault.connectors.base import Report, SourceConnector, Staging
 from firstfault.connectors.flight_recorder import read_dumps
-from firstfault.lake import Lake
-from firstfault.connectors.local_files import LogFile, fingerprint, read_batches, resolve_logs, resolve_paths
-from firstfault.connectors.metrics_csv import read_metrics
-from firstfault.connectors.static_context import AttemptContext
-from firstfault.spill import SpillingFrames
-from firstfault.schema import (
-    CONNECTOR_REPORT_SCHEMA, CONTEXT_SCHEMA, EVENTS_ARROW_SCHEMA, FLIGHT_RECORDER_SCHEMA, LINE_SCHEMA, LOGS_SCHEMA,
-    METRICS_SCHEMA, conform_events,
+from firstfault.connectors.local_files import (
+    LogFile,
+    fingerprint,
+    read_batches,
+    resolve_logs,
+    resolve_paths,
 )
-from firstfault.transforms.extract import Pattern, extract_events, trigger_literals
+from firstfault.connectors.metrics_csv import read_metrics
+from firstfault.connectors.static_context import AttemptContext, context_from_dict
+from firstfault.lake import Lake
+from firstfault.schema import (
+    CONNECTOR_REPORT_SCHEMA,
+    CONTEXT_SCHEMA,
+    EVENTS_ARROW_SCHEMA,
+    FLIGHT_RECORDER_SCHEMA,
+    LINE_SCHEMA,
+    LOGS_SCHEMA,
+    METRICS_SCHEMA,
+    conform_events,
+)
+from firstfault.spill import SpillingFrames
+from firstfault.transforms.extract import (
+    Pattern,
+    extract_events,
+    load_patterns,
+    trigger_literals,
+)
 from firstfault.transforms.flight_recorder_events import flight_recorder_events
 from firstfault.transforms.lines import LineStats, split_chunks
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
-from firstfault.transforms.peers import resolve_attempt_peers, resolve_peers
 from firstfault.transforms.normalize import normalize_lines
+from firstfault.transforms.peers import resolve_attempt_peers, resolve_peers
 from firstfault.transforms.timestamps import FileClock, anchor_files
 
 log = logging.getLogger(__name__)
@@ -542,9 +559,6 @@ def _safe_fingerprint(uri: str) -> str | None:
 def events_from_lines(lines: list[str], source: str = "applog", *, node: str | None = None, patterns: list[Pattern] | None = None) -> pl.DataFrame:
     """Literal lines through the production path (split, decorate, stamp, place, extract): the line catalog's and a
     rule author's way to see what a line becomes."""
-    from firstfault.connectors.static_context import context_from_dict
-    from firstfault.transforms.extract import load_patterns
-
     ctx = context_from_dict(
         {"workload_id": "lines", "start": "2026-11-29T00:00:00Z", "end": "2026-11-29T23:59:59Z", "nodes": [node or "localhost"]},
         "<lines>", ".",

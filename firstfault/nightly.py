@@ -8,8 +8,6 @@ recorded in `run_failures` (and logged as a warning); the other attempts of the 
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 import math
 import multiprocessing
@@ -21,17 +19,28 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from firstfault.config import Config
-from firstfault.lake import Lake
-from firstfault.connectors.catalog import Candidate, catalog_patterns, discover, discover_scheduled
+from firstfault.connectors.catalog import (
+    Candidate,
+    catalog_patterns,
+    discover,
+    discover_scheduled,
+)
+from firstfault.connectors.static_context import load_static_context
 from firstfault.errors import BadInput, describe
+from firstfault.lake import Lake
+from firstfault.rules_sql.engine import catalog_path, load_rules, rules_version
+from firstfault.run import attribute, land
 from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA, run_failure
+from firstfault.warehouse.fleet import rebuild
 from firstfault.warehouse.read import unchanged_attempts
+from firstfault.warehouse.store import load_attempts
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +74,6 @@ def parse_run_date(value: str | date | None) -> date:
 
 
 def current_rules_version(config: Config) -> str:
-    from pathlib import Path
-
-    from firstfault.rules_sql.engine import load_rules, rules_version
-
     return rules_version(load_rules([Path(d) for d in config.rules.dirs]), [Path(d) for d in config.patterns.dirs])
 
 
@@ -121,9 +126,6 @@ def shard_url(config: Config, run_id: str, index: int) -> str:
 def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_id: str) -> str:
     """Land and attribute one shard, one attempt's failure never the shard's; write the result tables and the
     failures as Parquet under <lake>/results/run=<run_id>/shard=<index>/ and return that folder's URL."""
-    from firstfault.connectors.static_context import load_static_context
-    from firstfault.run import attribute, land
-
     failures: list[dict] = []
     contexts = []
     for c in candidates:
@@ -169,9 +171,6 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
     """The single writer: every shard's tables into the warehouse in one transaction, the run and its failures
     recorded; then the fleet aggregates (`firstfault.warehouse.fleet.rebuild`, when that module is installed). Returns the
     summary (counts, failures and the ids of the attempts attributed: `--output` writes their verdicts)."""
-    from firstfault.rules_sql.engine import catalog_path
-    from firstfault.warehouse.store import load_attempts
-
     lake = _lake(config)
     parts, attributions, failures = [], [], list(plan.failures) + list(extra_failures)
     for url in shard_urls:
@@ -207,15 +206,8 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
 
 
 def rebuild_fleet(config: Config) -> str:
-    """Call `firstfault.warehouse.fleet.rebuild(warehouse_path, config)` when that module exists (fleet aggregates are built
-    by it); a failure there is reported, never undoes the night's load."""
-    if importlib.util.find_spec("firstfault.warehouse.fleet") is None:
-        return "skipped (firstfault.warehouse.fleet not installed)"
+    """Rebuild the fleet aggregates; a failure there is reported, never undoes the night's load."""
     try:
-        fleet = importlib.import_module("firstfault.warehouse.fleet")
-        rebuild = getattr(fleet, "rebuild", None)
-        if rebuild is None:
-            return "skipped (firstfault.warehouse.fleet has no rebuild)"
         rebuild(config.warehouse.path, config)
         return "rebuilt"
     except Exception as e:  # noqa: BLE001

@@ -4,8 +4,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import uuid
-from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,13 +13,20 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from firstfault.rules_sql.engine import catalog_path, load_rules, register_reference, rules_version, run_rules
 from firstfault.config import Config
-from firstfault.lake import Lake
+from firstfault.connectors.fingerprint import safe_input_fingerprint
 from firstfault.connectors.registry import source_connectors
 from firstfault.connectors.static_context import AttemptContext
-from firstfault.landing import LandingResult, input_bytes, land_attempt, land_attempts
 from firstfault.errors import BadInput
+from firstfault.lake import Lake
+from firstfault.landing import LandingResult, input_bytes, land_attempt, land_attempts
+from firstfault.rules_sql.engine import (
+    catalog_path,
+    load_rules,
+    register_reference,
+    rules_version,
+    run_rules,
+)
 from firstfault.schema import HISTORY_COLUMNS
 from firstfault.transforms.extract import PatternError, load_patterns
 from firstfault.warehouse.read import workload_history
@@ -118,8 +125,6 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Seq
     finally:
         con.close()
     # input_fingerprint (firstfault/inputs.py): `fingerprints` by attempt_id when the caller has them (nightly)
-    from firstfault.connectors.fingerprint import safe_input_fingerprint
-
     by_id = {c.attempt_id: c for c in contexts}
     known = fingerprints or {}
     values = [known[i] if i in known else (safe_input_fingerprint(by_id[i]) if i in by_id else None)

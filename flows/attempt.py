@@ -8,6 +8,7 @@ from prefect import flow, task
 
 from firstfault.config import resolve_config
 from firstfault.connectors.static_context import load_static_context
+from firstfault.flows.artifacts import publish_artifacts
 from firstfault.run import attribute_and_store, land
 
 
@@ -33,4 +34,6 @@ def attribute_attempt(
 ) -> list[str]:
     started_at = datetime.now(timezone.utc)
     land_attempts(spec_paths, config_path, lake_root)
-    return attribute_and_load(spec_paths, config_path, lake_root, warehouse_path, started_at)
+    attempt_ids = attribute_and_load(spec_paths, config_path, lake_root, warehouse_path, started_at)
+    publish_artifacts(resolve_config(config_path, warehouse_path=warehouse_path).warehouse.path)
+    return attempt_ids

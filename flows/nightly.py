@@ -3,20 +3,28 @@ one final single-writer task. The work is the plain functions of firstfault/nigh
 
 Task runners: the default thread pool, or Dask (`task_runner("dask")`: a local cluster of worker processes, or
 `address="tcp://scheduler:8786"` for a running cluster whose workers have firstfault installed).
-
-Run from plain cron (no Prefect server needed): `python -m firstfault.flows.nightly --config firstfault.toml`.
 """
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
 
+from firstfault.flows.artifacts import publish_artifacts
 from prefect import flow, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from firstfault.config import Config, resolve_config
-from firstfault.nightly import Candidate, Plan, load_results, prepare, render_summary, run_shard, shard_failure_rows
+from firstfault.nightly import (
+    Candidate,
+    Plan,
+    load_results,
+    prepare,
+    render_summary,
+    run_shard,
+    shard_failure_rows,
+)
 
 FLOW_NAME = "nightly"
 DEPLOYMENT_NAME = "nightly"
@@ -55,6 +63,7 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
             lost.extend(shard_failure_rows(shard, error))
     summary = load_task(urls, plan, config, lost)
     logger.info("%s", render_summary(summary))
+    publish_artifacts(config.warehouse.path)
     return summary
 
 
@@ -62,10 +71,9 @@ def task_runner(runner: str = "local", address: str | None = None, workers: int 
     """`local`: Prefect's thread pool. `dask`: prefect-dask's DaskTaskRunner on `address` or on a temporary
     distributed.LocalCluster of `workers` processes with one thread each."""
     if runner == "local":
-        from prefect.task_runners import ThreadPoolTaskRunner
-
         return ThreadPoolTaskRunner()
     if runner == "dask":
+        # imported on use: prefect-dask loads dask and distributed (~1 s), which a local run never needs
         from prefect_dask import DaskTaskRunner
 
         if address:
@@ -93,11 +101,3 @@ def serve(config_path: str | None = None, name: str = DEPLOYMENT_NAME, cron: str
     config = resolve_config(config_path)
     params = {"config_path": config_path, **{k: v for k, v in parameters.items() if v not in (None, False, 0)}}
     nightly.serve(name=name, cron=cron or config.schedule.cron, parameters=params, pause_on_shutdown=False)
-
-
-if __name__ == "__main__":  # plain cron: `python -m firstfault.flows.nightly [--config ...]`
-    import sys
-
-    from firstfault.cli import main
-
-    sys.exit(main(["nightly", *sys.argv[1:]]))

@@ -3,16 +3,24 @@ source and node) with the verdict fields and rule hits it must produce. All case
 attempts and attributed in ONE rules pass, the way production runs them."""
 from __future__ import annotations
 
+import glob
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import yaml
+from firstfault.connectors.static_context import context_from_dict
 
 from firstfault import yamlio
-from firstfault.config import Config, LakeSettings, PatternSettings, RuleSettings, WarehouseSettings
-from firstfault.connectors.static_context import context_from_dict
+from firstfault.config import (
+    Config,
+    LakeSettings,
+    PatternSettings,
+    RuleSettings,
+    WarehouseSettings,
+)
 from firstfault.errors import BadInput
 from firstfault.run import attribute, land
 
@@ -124,9 +132,6 @@ def _materialize(case: Case, folder: Path):
 
 def _copy_dumps(case: Case, folder: Path) -> list[str]:
     """`flight_recorder:` globs (relative to the repo root or to the YAML file) -> copies in the case folder."""
-    import glob
-    import shutil
-
     patterns = case.context["flight_recorder"]
     patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     target = folder / "flight_recorder"

@@ -6,11 +6,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-
+from firstfault.rules_sql.cases import load_cases, run_cases
 from firstfault.rules_sql.engine import (
-    builtin_rules_dir, check_rule_output, collect_rules, patterns_dir, prepare, register_empty_inputs,
-    register_reference, rule_files,
+    builtin_rules_dir,
+    check_rule_output,
+    collect_rules,
+    patterns_dir,
+    prepare,
+    register_empty_inputs,
+    register_reference,
+    rule_files,
 )
+from firstfault.transforms.extract import PatternError, load_pattern_file
+
 from firstfault.config import Attribution, Config
 from firstfault.errors import BadInput
 
@@ -65,8 +73,6 @@ def _unique(folders: list[Path]) -> list[Path]:
 
 def run_tests(dirs: KitDirs) -> tuple[list[tuple[str, list[str]]], int]:
     """(case id, failed expectations) per case in file order, and the number of cases."""
-    from firstfault.rules_sql.cases import load_cases, run_cases
-
     cases = load_cases(dirs.fixtures)
     if not cases:
         raise BadInput(", ".join(map(str, dirs.fixtures)) or "(no folders)", "cases", "no fixture cases found")
@@ -76,9 +82,6 @@ def run_tests(dirs: KitDirs) -> tuple[list[tuple[str, list[str]]], int]:
 
 def lint(dirs: KitDirs) -> tuple[list[str], str]:
     """Every problem found (one line each) and a summary of what was checked."""
-    from firstfault.rules_sql.cases import load_cases
-    from firstfault.transforms.extract import PatternError, load_pattern_file
-
     problems: list[str] = []
     rules, rule_problems = collect_rules(dirs.rules)
     problems += [str(p) for p in rule_problems]

@@ -9,7 +9,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from firstfault.connectors.static_context import load_static_context
 from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attempt  # noqa: F401  (shared with firstfault/simulate.py)
+from firstfault.synthetic.simulate import simulate
+
+from firstfault.config import Config, LakeSettings, WarehouseSettings
+from firstfault.nightly import run_nightly
 
 T0 = datetime(2026, 11, 29, 1, 0, 0, tzinfo=timezone.utc)
 
@@ -162,15 +167,9 @@ def run_demo(directory: str, fleet: int = 0) -> tuple[str, list[str]]:
     """Write the scenarios (and, with `fleet`, a small simulated fleet under DIR/fleet, firstfault/simulate.py) and
     attribute everything through the nightly run, one night per day on which attempts ended. Returns the warehouse
     and the scenarios' attempt ids."""
-    from firstfault.config import Config, LakeSettings, WarehouseSettings
-    from firstfault.connectors.static_context import load_static_context
-    from firstfault.nightly import run_nightly
-
     root = Path(directory).resolve()
     specs = write_demo(root)
     if fleet:
-        from firstfault.synthetic.simulate import simulate
-
         simulate(root / "fleet", nodes=24, attempts=fleet, days=1, seed=0, lines=(80, 200))
     config = Config(lake=LakeSettings(root=str(root / "lake")), warehouse=WarehouseSettings(path=str(root / "firstfault.duckdb")))
     catalog = f"{root}/**/attempt.yaml"

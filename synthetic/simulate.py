@@ -15,8 +15,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import yaml
-
+from firstfault.connectors.static_context import load_static_context
 from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attempt
+from firstfault.warehouse.read import verdict_summaries
+
+from firstfault.config import Config, LakeSettings, WarehouseSettings
+from firstfault.run import run_static
 
 T0 = datetime(2026, 11, 1, 0, 0, 0, tzinfo=timezone.utc)
 GPU_MODELS = (("H100", 0.55), ("A100", 0.2), ("B200", 0.15), ("H200", 0.1))
@@ -385,10 +389,6 @@ def read_truth(directory: str | Path) -> list[dict]:
 
 def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, lake: str | Path | None = None, batch: int = 100) -> str:
     """Land, attribute and load every simulated attempt with pipeline.run_static in batches; return the warehouse path."""
-    from firstfault.config import Config, LakeSettings, WarehouseSettings
-    from firstfault.connectors.static_context import load_static_context
-    from firstfault.run import run_static
-
     root = Path(directory).resolve()
     config = Config(lake=LakeSettings(root=str(Path(lake).resolve() if lake else root / "lake")),
                     warehouse=WarehouseSettings(path=str(Path(warehouse).resolve() if warehouse else root / "firstfault.duckdb")))
@@ -400,8 +400,6 @@ def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, 
 
 def evaluate(directory: str | Path, warehouse: str | Path) -> dict:
     """Score the warehouse's verdicts against truth.jsonl (see `firstfault evaluate`)."""
-    from firstfault.warehouse.read import verdict_summaries
-
     truth = read_truth(directory)
     rows = verdict_summaries(str(warehouse))
     got = {r[0]: {"verdict": r[1], "domain": r[2], "subdomain": r[3], "culprit_nodes": sorted(r[4] or [])} for r in rows}

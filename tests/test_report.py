@@ -13,7 +13,9 @@ import pytest
 
 from firstfault.cli import main
 from firstfault.ids import attempt_key
-from firstfault.warehouse.report import FLEET_TABLES, publish_artifacts, write_report
+from firstfault.flows.artifacts import publish_artifacts
+from firstfault.schema import FLEET_TABLES
+from firstfault.warehouse.report import write_report
 
 HEADLINE = "demo/demo-headline/0"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -38,13 +38,17 @@ their trigger rows only) and ``str.extract_groups``; the per-pattern captures ar
 from __future__ import annotations
 
 import functools
-
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import polars as pl
+from firstfault.transforms.multiline import (
+    ASSEMBLERS,
+    MULTILINE_TRIGGERS,
+    or_entry_header,
+)
 
 from firstfault import yamlio
 from firstfault.schema import EVENT_SCHEMA, LINE_SCHEMA, RAW_MAX, conform_events
@@ -491,17 +495,6 @@ def _postprocess(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _multiline() -> tuple[list[Callable[[pl.LazyFrame], pl.LazyFrame]], list[str], Callable[[pl.Expr], pl.Expr]]:
-    """ASSEMBLERS, MULTILINE_TRIGGERS and or_entry_header of transforms/multiline.py (imported on use: that module
-    imports this one)."""
-    from . import multiline
-
-    return list(multiline.ASSEMBLERS), list(multiline.MULTILINE_TRIGGERS), multiline.or_entry_header
-
-
-# --------------------------------------------------------------------------------------------- extraction
-
-
 def extract_events(
     lines: pl.LazyFrame,
     patterns: Sequence[Pattern],
@@ -521,10 +514,9 @@ def extract_events(
     """
     with_headers = None
     if assemblers is None or multiline_triggers is None:
-        ml_asm, ml_trig, ml_headers = _multiline()
-        assemblers = ml_asm if assemblers is None else assemblers
+        assemblers = list(ASSEMBLERS) if assemblers is None else assemblers
         if multiline_triggers is None:
-            multiline_triggers, with_headers = ml_trig, ml_headers
+            multiline_triggers, with_headers = list(MULTILINE_TRIGGERS), or_entry_header
     assemblers = list(assemblers)
     patterns = list(patterns)
     triggers = sorted(set(trigger_literals(patterns)) | set(multiline_triggers or []))

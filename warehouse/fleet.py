@@ -19,7 +19,10 @@ from importlib import resources
 from pathlib import Path
 
 import pyarrow as pa
+import yaml
+from firstfault.warehouse.store import connect_writer
 
+from firstfault import yamlio
 from firstfault.config import Config, FleetSettings
 from firstfault.errors import BadInput
 from firstfault.schema import FLEET_TABLES
@@ -92,10 +95,6 @@ def load_topology(path: str | None) -> pa.Table:
         if p.suffix.lower() == ".csv":
             entries = list(csv.DictReader(text.splitlines()))
         else:
-            import yaml
-
-            from firstfault import yamlio
-
             try:
                 doc = yamlio.safe_load(text)
             except yaml.YAMLError as e:
@@ -168,8 +167,6 @@ def rebuild(warehouse_path: str, config: Config | None = None, *, day: str | Non
 
     `day` (YYYY-MM-DD) is where the rolling windows end; default: the latest attempt day in the warehouse (never the
     wall clock, so rebuilding the same warehouse gives the same rows). `topology` overrides `[fleet] topology`."""
-    from firstfault.warehouse.store import connect_writer
-
     settings = (config or Config()).fleet
     if topology is not None:
         settings = replace(settings, topology=topology)

@@ -10,13 +10,21 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
-from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
+from firstfault.warehouse.read import (
+    attempt_evidence,
+    context_events,
+    existing_tables,
+    query,
+    report_attempts,
+    table_columns,
+)
+from firstfault.warehouse.store import connect_reader
+
 from firstfault.ids import attempt_key
-from firstfault.schema import FLEET_TABLES
-from firstfault.warehouse.read import attempt_evidence, context_events, existing_tables, query, report_attempts, table_columns
 
 FAILED = ("attributed", "ambiguous", "unattributed")
 ROLE_COLOURS = {
@@ -546,8 +554,6 @@ def render_attempt(con, v: dict) -> str:
 
 def write_report(warehouse: str, out_dir: str = "firstfault-report") -> Path:
     """Render index.html and attempts/<attempt_key>.html for every failed attempt; returns the index path."""
-    from firstfault.warehouse.store import connect_reader
-
     out = Path(out_dir)
     (out / "attempts").mkdir(parents=True, exist_ok=True)
     con = connect_reader(warehouse)
@@ -562,69 +568,3 @@ def write_report(warehouse: str, out_dir: str = "firstfault-report") -> Path:
     finally:
         con.close()
     return index
-
-
-def summary_markdown(attempts: list[dict], tables: set[str]) -> str:
-    verdicts = Counter(a["verdict"] for a in attempts)
-    lines = ["# firstfault run summary", "", f"{len(attempts)} attempts: "
-             + ", ".join(f"{n} {k}" for k, n in sorted(verdicts.items())), "",
-             "| attempt | verdict | domain/subdomain | culprits | action | confidence |", "|---|---|---|---|---|---|"]
-    for a in attempts:
-        if a["verdict"] in FAILED:
-            cells = [a["attempt_id"], a["verdict"], f"{a['domain'] or '-'}/{a['subdomain'] or '-'}",
-                     ", ".join(a["culprit_nodes"] or []) or "-", a["action"], (a["quality"] or {}).get("confidence")]
-            lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    missing = [t for t in FLEET_TABLES if t not in tables]
-    if missing:
-        lines += ["", "Fleet tables not computed yet: " + ", ".join(missing)]
-    return "\n".join(lines)
-
-
-def _md(value) -> str:
-    return html.escape(str(value if value is not None else "-")).replace("|", "\\|").replace("\n", " ")
-
-
-def artifact_key(text: str) -> str:
-    """Prefect artifact keys: lowercase letters, digits and dashes."""
-    import re
-
-    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-") or "firstfault"
-
-
-def publish_artifacts(warehouse_path: str, *, prefix: str = "firstfault") -> list:
-    """Publish the run summary as Prefect artifacts (call from a flow or task); returns the artifact ids."""
-    from prefect.artifacts import create_markdown_artifact, create_table_artifact
-
-    from firstfault.warehouse.store import connect_reader
-
-    con = connect_reader(warehouse_path)
-    try:
-        tables = existing_tables(con)
-        attempts = report_attempts(con)
-        fleet = {t: query(con, f'SELECT * FROM "{t}" LIMIT {MAX_ROWS}') for t in ("node_offenders", "port_hotspots")
-                 if t in tables}
-    finally:
-        con.close()
-    ids = [create_markdown_artifact(markdown=summary_markdown(attempts, tables), key=artifact_key(f"{prefix}-summary"),
-                                    description="firstfault: verdicts of the run")]
-    rows = [{"attempt_id": a["attempt_id"], "verdict": a["verdict"], "domain": a["domain"], "subdomain": a["subdomain"],
-             "culprit_nodes": ", ".join(a["culprit_nodes"] or []), "action": a["action"],
-             "confidence": (a["quality"] or {}).get("confidence"),
-             "root_cause": (a["root_cause"] or {}).get("summary")} for a in attempts]
-    ids.append(create_table_artifact(table=rows, key=artifact_key(f"{prefix}-attempts"),
-                                     description="firstfault: one row per attempt"))
-    for name, trows in fleet.items():
-        clean = [{k: _plain(v) for k, v in r.items()} for r in trows]
-        ids.append(create_table_artifact(table=clean, key=artifact_key(f"{prefix}-{name}"),
-                                         description=f"firstfault: {name}"))
-    return ids
-
-
-def _plain(value):
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, default=str)
-    return value
