@@ -113,7 +113,7 @@ def measure_run(spec_paths: list[str], out: str) -> None:
     """Child process: the whole run, then its timings as JSON on stdout (peak memory is read by the parent)."""
     from firstfault.config import Config, LakeSettings, WarehouseSettings
     from firstfault.connectors.static_context import load_static_context
-    from firstfault.run import attribute, land, load
+    from firstfault.run import attribute, land, store
 
     config = Config(lake=LakeSettings(f"{out}/lake"), warehouse=WarehouseSettings(f"{out}/w.duckdb"))
     contexts = [load_static_context(p) for p in spec_paths]
@@ -123,7 +123,7 @@ def measure_run(spec_paths: list[str], out: str) -> None:
     tables = attribute(contexts, config)
     from datetime import datetime, timezone
 
-    load(config, tables, "bench", datetime.now(timezone.utc), len(contexts))
+    store(config, tables, "bench", datetime.now(timezone.utc), len(contexts))
     t2 = time.perf_counter()
     verdicts = {r["attempt_id"]: (r["verdict"], r["subdomain"]) for r in tables.tables["attributions"].to_pylist()}
     print(json.dumps({"land_s": t1 - t0, "attribute_load_s": t2 - t1, "lines": sum(r.log_rows for r in results),

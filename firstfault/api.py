@@ -22,7 +22,6 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any
 
 import uvicorn
@@ -39,7 +38,7 @@ from firstfault.connectors.static_context import (
     load_static_context,
 )
 from firstfault.errors import BadInput
-from firstfault.run import attribute, land, load
+from firstfault.run import load_rule_set, run_attempts
 from firstfault.warehouse.read import stored_verdicts
 
 REQUEST = "request body"
@@ -88,6 +87,7 @@ class Attributor:
     def __init__(self, config: Config):
         self.config = config
         self._attribution = threading.Lock()
+        self._rules = load_rule_set(config)
         self._warehouse = ReadWriteLock()
 
     def attribute(self, body: Any) -> dict | list[dict]:
@@ -95,12 +95,9 @@ class Attributor:
             raise BadInput(REQUEST, "-", "must be a JSON object: a static context or one of " + ", ".join(SCHEDULER_KEYS))
         scheduled = [k for k in SCHEDULER_KEYS if k in body]
         with self._attribution:
-            started_at = datetime.now(timezone.utc)
             contexts = self._scheduled_contexts(body, scheduled) if scheduled else [_static_context(body)]
-            land(contexts, self.config)
-            result = attribute(contexts, self.config)  # reads the history read-only: GETs may go on meanwhile
-            with self._warehouse.writing():
-                load(self.config, result, "api", started_at, len(contexts))
+            # attribution reads the history read-only: GETs go on until the write
+            run_attempts(contexts, self.config, flow="api", rules=self._rules, write_lock=self._warehouse.writing())
         verdicts = self.verdicts([c.attempt_id for c in contexts])
         return verdicts if scheduled else verdicts[0]
 

@@ -219,10 +219,10 @@ def _attribute(args) -> int:
         attempt_ids = attribute_attempt(specs, args.config, config.lake.root, config.warehouse.path)
     else:
         from firstfault.connectors.static_context import load_static_context
-        from firstfault.run import run_static
+        from firstfault.run import run_attempts
 
         contexts = [load_static_context(p) for p in specs]
-        run_static(contexts, config)
+        run_attempts(contexts, config, flow="attribute-attempt")
         attempt_ids = [c.attempt_id for c in contexts]
     _print_verdicts(config.warehouse.path, attempt_ids, as_json=args.json, single=len(attempt_ids) == 1, outputs=outputs)
     return 0

@@ -19,9 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -35,8 +33,7 @@ from firstfault.connectors.catalog import (
 from firstfault.connectors.static_context import load_static_context
 from firstfault.errors import BadInput, describe
 from firstfault.lake import Lake
-from firstfault.rules_sql.engine import catalog_path, load_rules, rules_version
-from firstfault.run import attribute, land
+from firstfault.run import attribute, land, load_rule_set
 from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA, run_failure
 from firstfault.warehouse.fleet import rebuild
 from firstfault.warehouse.read import unchanged_attempts
@@ -74,7 +71,7 @@ def parse_run_date(value: str | date | None) -> date:
 
 
 def current_rules_version(config: Config) -> str:
-    return rules_version(load_rules([Path(d) for d in config.rules.dirs]), [Path(d) for d in config.patterns.dirs])
+    return load_rule_set(config).version
 
 
 _ATTEMPTS_PER_SHARD = 250
@@ -141,14 +138,15 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
     landed_ids = {r.attempt_id for r in land(contexts, config, on_error=land_failed, parallel=False)}
     landed = [ctx for ctx in contexts if ctx.attempt_id in landed_ids]
     fingerprints = {c.attempt_id: c.fingerprint for c in candidates}
+    rules = load_rule_set(config)
     parts = []
     if landed:
         try:
-            parts.append(attribute(landed, config, fingerprints=fingerprints).tables)
+            parts.append(attribute(landed, config, rules, fingerprints=fingerprints).tables)
         except Exception:  # noqa: BLE001 - find the attempt that breaks it; attribute the others one by one
             for ctx in landed:
                 try:
-                    parts.append(attribute([ctx], config, fingerprints=fingerprints).tables)
+                    parts.append(attribute([ctx], config, rules, fingerprints=fingerprints).tables)
                 except Exception as e:  # noqa: BLE001
                     failures.append(run_failure(ctx.attempt_id, ctx.spec_uri, "attribute", describe(e)))
     for f in failures:
@@ -184,15 +182,13 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
             attributions.append(_read(lake, posixpath.join(folder, "attributions.parquet")).select(["attempt_id", "verdict"]))
     verdicts = Counter(v for a in attributions for v in a.column("verdict").to_pylist())
     attributed = sum(verdicts.values())
-    catalog = duckdb.sql(f"SELECT * REPLACE (CAST(code AS BIGINT) AS code) FROM read_csv('{catalog_path().as_posix()}', "
-                         "header = true, all_varchar = true)").to_arrow_table()
     run = {
         "run_id": plan.run_id, "flow": flow, "started_at": plan.started_at.replace(tzinfo=None),
         "finished_at": datetime.now(timezone.utc).replace(tzinfo=None), "attempts": attributed,
         "rules_version": current_rules_version(config), "lake_root": config.lake.root, "run_date": plan.run_date,
         "found": plan.found, "skipped": len(plan.skipped), "failed": len(failures),
     }
-    load_attempts(config.warehouse.path, parts, catalog, run, failures, filesystem=None if lake.is_local else lake.fs)
+    load_attempts(config.warehouse.path, parts, run, failures, filesystem=None if lake.is_local else lake.fs)
     fleet = rebuild_fleet(config)
     # the warehouse holds the results now; the run's folder in the lake was only the hand-over between tasks
     run_folder = lake.path("results", f"run={plan.run_id}")

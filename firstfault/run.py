@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,7 +22,7 @@ from firstfault.errors import BadInput
 from firstfault.lake import Lake
 from firstfault.landing import LandingResult, input_bytes, land_attempt, land_attempts
 from firstfault.rules_sql.engine import (
-    catalog_path,
+    Rule,
     load_rules,
     register_reference,
     rules_version,
@@ -31,6 +32,19 @@ from firstfault.schema import HISTORY_COLUMNS
 from firstfault.transforms.extract import PatternError, load_patterns
 from firstfault.warehouse.read import workload_history
 from firstfault.warehouse.store import load_attempts
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """The rules of a run, loaded once, and the rules_version they and the pattern folders make."""
+    rules: list[Rule]
+    version: str
+
+
+def load_rule_set(config: Config) -> RuleSet:
+    """The built-in rules, then the config's `[rules] dirs`."""
+    rules = load_rules([Path(d) for d in config.rules.dirs])
+    return RuleSet(rules, rules_version(rules, [Path(d) for d in config.patterns.dirs]))
 
 
 @dataclass
@@ -86,14 +100,14 @@ def _landing_workers(contexts: Sequence[AttemptContext], settings) -> int:
     return min(os.cpu_count() or 1, len(contexts)) if total >= _PARALLEL_MIN_BYTES else 1
 
 
-def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Sequence[Path] | None = None,
+def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet | None = None,
               history: Sequence[dict] | None = None, fingerprints: dict[str, str | None] | None = None) -> AttributionTables:
-    """Run every rule (built-in, then `rule_dirs`, default the config's `[rules] dirs`) over the landed events of all
-    `contexts` in one DuckDB pass. `history` (rows of HISTORY_COLUMNS) replaces the warehouse as the record of earlier
+    """Run every rule of `rules` (default: the config's, loaded now) over the landed events of all `contexts` in one
+    DuckDB pass. `history` (rows of HISTORY_COLUMNS) replaces the warehouse as the record of earlier
     attempts when given (fixtures); otherwise the warehouse is read when it exists."""
     lake = Lake(config.lake.root, config.lake.storage_options())
-    rules = load_rules([Path(d) for d in (config.rules.dirs if rule_dirs is None else rule_dirs)])
-    version = rules_version(rules, [Path(d) for d in config.patterns.dirs])
+    rules = rules or load_rule_set(config)
+    version = rules.version
     con = duckdb.connect()
     try:
         if not lake.is_local:
@@ -101,7 +115,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Seq
         _register_lake(con, lake, contexts)
         register_reference(con, config.attribution, version)
         register_history(con, config, history)
-        run_rules(con, rules)
+        run_rules(con, rules.rules)
         tables = {
             "attributions": con.sql(
                 "SELECT v.*, a.day, a.start_ts, a.end_ts, a.gpu_model, a.gpus_per_node, a.nodes FROM verdict_rows v "
@@ -166,24 +180,23 @@ def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequenc
     con.execute("CREATE OR REPLACE TEMP TABLE attempts AS SELECT *, strftime(start_ts, '%Y-%m-%d') AS day FROM attempts_raw")
 
 
-def load(config: Config, result: AttributionTables, flow: str, started_at: datetime, attempts: int) -> None:
-    catalog = duckdb.sql(f"SELECT * REPLACE (CAST(code AS BIGINT) AS code) FROM read_csv('{catalog_path().as_posix()}', header = true, all_varchar = true)").to_arrow_table()
+def store(config: Config, result: AttributionTables, flow: str, started_at: datetime, attempts: int) -> None:
+    """Replace the attempts' rows in the warehouse and record the run."""
     run = {
         "run_id": uuid.uuid4().hex, "flow": flow, "started_at": started_at.replace(tzinfo=None),
         "finished_at": datetime.now(timezone.utc).replace(tzinfo=None), "attempts": attempts,
         "rules_version": result.rules_version, "lake_root": config.lake.root,
     }
-    load_attempts(config.warehouse.path, result.tables, catalog, run)
+    load_attempts(config.warehouse.path, result.tables, run)
 
 
-def attribute_and_store(contexts: Sequence[AttemptContext], config: Config, *, flow: str, started_at: datetime) -> AttributionTables:
-    result = attribute(contexts, config)
-    load(config, result, flow, started_at, len(contexts))
-    return result
-
-
-def run_static(spec_contexts: Sequence[AttemptContext], config: Config, flow: str = "attribute-attempt") -> AttributionTables:
-    """Land, attribute and load without Prefect (the same functions the flow's tasks call)."""
+def run_attempts(contexts: Sequence[AttemptContext], config: Config, *, flow: str, rules: RuleSet | None = None,
+                 write_lock: AbstractContextManager = nullcontext()) -> AttributionTables:
+    """The run path of an on-demand run (CLI, API, the attempt flow, the simulator): land, attribute, store.
+    `write_lock` is held around the warehouse write only (the API lets readers go on while it attributes)."""
     started_at = datetime.now(timezone.utc)
-    land(spec_contexts, config)
-    return attribute_and_store(spec_contexts, config, flow=flow, started_at=started_at)
+    land(contexts, config)
+    result = attribute(contexts, config, rules)
+    with write_lock:
+        store(config, result, flow, started_at, len(contexts))
+    return result

@@ -3,6 +3,9 @@ connector_reports, flight_recorder), rule hits, the history relation, the verdic
 replaces and the fleet tables. Polars dtypes where polars builds the frame, Arrow where Arrow writes it."""
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
+
 import polars as pl
 import pyarrow as pa
 
@@ -152,6 +155,11 @@ RUN_FAILURE_SCHEMA = pa.schema([("attempt_id", pa.string()), ("spec_uri", pa.str
 def run_failure(attempt_id: str | None, spec_uri: str, stage: str, error: str) -> dict:
     """A row of RUN_FAILURE_SCHEMA; `stage` is spec, discover, land, attribute or shard."""
     return {"attempt_id": attempt_id, "spec_uri": spec_uri, "stage": stage, "error": error}
+
+
+def xid_catalog_path() -> Path:
+    """The Xid catalog shipped with the package (warehouse `xid_catalog`; the rules read it too)."""
+    return Path(str(resources.files("firstfault.warehouse") / "xid_catalog.csv"))
 
 
 #: the fleet aggregates `fleet rebuild` replaces

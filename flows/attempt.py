@@ -2,29 +2,20 @@
 `firstfault attribute` calls directly when no Prefect API is configured, so a single job never pays for a server."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
+from firstfault.connectors.static_context import load_static_context
+from firstfault.flows.artifacts import publish_artifacts
 from prefect import flow, task
 
 from firstfault.config import resolve_config
-from firstfault.connectors.static_context import load_static_context
-from firstfault.flows.artifacts import publish_artifacts
-from firstfault.run import attribute_and_store, land
+from firstfault.run import run_attempts
 
 
-@task(name="land-attempts")
-def land_attempts(spec_paths: list[str], config_path: str | None, lake_root: str | None) -> int:
-    config = resolve_config(config_path, lake_root=lake_root)
-    return sum(r.log_rows for r in land([load_static_context(p) for p in spec_paths], config))
-
-
-@task(name="attribute-and-load")
-def attribute_and_load(
-    spec_paths: list[str], config_path: str | None, lake_root: str | None, warehouse_path: str | None, started_at: datetime
-) -> list[str]:
+@task(name="attribute-attempts")
+def attribute_attempts(spec_paths: list[str], config_path: str | None, lake_root: str | None, warehouse_path: str | None) -> list[str]:
+    """Land, attribute and store the attempts (one task: they share the landing pass and the rule pass)."""
     config = resolve_config(config_path, lake_root=lake_root, warehouse_path=warehouse_path)
     contexts = [load_static_context(p) for p in spec_paths]
-    attribute_and_store(contexts, config, flow="attribute-attempt", started_at=started_at)
+    run_attempts(contexts, config, flow="attribute-attempt")
     return [c.attempt_id for c in contexts]
 
 
@@ -32,8 +23,6 @@ def attribute_and_load(
 def attribute_attempt(
     spec_paths: list[str], config_path: str | None = None, lake_root: str | None = None, warehouse_path: str | None = None
 ) -> list[str]:
-    started_at = datetime.now(timezone.utc)
-    land_attempts(spec_paths, config_path, lake_root)
-    attempt_ids = attribute_and_load(spec_paths, config_path, lake_root, warehouse_path, started_at)
+    attempt_ids = attribute_attempts(spec_paths, config_path, lake_root, warehouse_path)
     publish_artifacts(resolve_config(config_path, warehouse_path=warehouse_path).warehouse.path)
     return attempt_ids

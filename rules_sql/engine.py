@@ -26,7 +26,15 @@ import polars as pl
 
 from firstfault.config import Attribution
 from firstfault.errors import BadInput
-from firstfault.schema import CONNECTOR_REPORT_SCHEMA, CONTEXT_SCHEMA, EVENTS_ARROW_SCHEMA, HIT_COLUMNS, METRICS_SCHEMA, ROLES
+from firstfault.schema import (
+    CONNECTOR_REPORT_SCHEMA,
+    CONTEXT_SCHEMA,
+    EVENTS_ARROW_SCHEMA,
+    HIT_COLUMNS,
+    METRICS_SCHEMA,
+    ROLES,
+    xid_catalog_path,
+)
 
 HEADER_KEYS = ("id", "detects", "domain", "inputs")
 
@@ -50,10 +58,6 @@ def python_rule_table(rule_id: str) -> str:
 
 def builtin_rules_dir() -> Path:
     return Path(str(resources.files("firstfault.rules_sql")))
-
-
-def catalog_path() -> Path:
-    return Path(str(resources.files("firstfault.warehouse") / "xid_catalog.csv"))
 
 
 def patterns_dir() -> Path:
@@ -175,7 +179,7 @@ def load_rules(extra_dirs: Sequence[Path] = ()) -> list[Rule]:
 
 def rules_version(rules: Sequence[Rule], pattern_dirs: Sequence[Path] = ()) -> str:
     digest = hashlib.sha256()
-    files = [r.path for r in rules] + sorted(builtin_rules_dir().glob("_*.sql")) + sorted(patterns_dir().glob("*.yaml")) + [catalog_path()]
+    files = [r.path for r in rules] + sorted(builtin_rules_dir().glob("_*.sql")) + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path()]
     files += [p for d in pattern_dirs for p in sorted(Path(d).glob("*.yaml"))]
     for path in sorted(files, key=lambda p: (p.name, str(p))):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -184,7 +188,7 @@ def rules_version(rules: Sequence[Rule], pattern_dirs: Sequence[Path] = ()) -> s
 
 def register_reference(con: duckdb.DuckDBPyConnection, settings: Attribution, version: str) -> None:
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT * FROM read_csv('{catalog_path().as_posix()}', header = true, "
+        f"CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT * FROM read_csv('{xid_catalog_path().as_posix()}', header = true, "
         "all_varchar = true)"
     )
     con.execute("CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT * REPLACE (CAST(code AS BIGINT) AS code) FROM xid_catalog")

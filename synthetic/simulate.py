@@ -20,7 +20,7 @@ from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attem
 from firstfault.warehouse.read import verdict_summaries
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
-from firstfault.run import run_static
+from firstfault.run import load_rule_set, run_attempts
 
 T0 = datetime(2026, 11, 1, 0, 0, 0, tzinfo=timezone.utc)
 GPU_MODELS = (("H100", 0.55), ("A100", 0.2), ("B200", 0.15), ("H200", 0.1))
@@ -388,13 +388,14 @@ def read_truth(directory: str | Path) -> list[dict]:
 
 
 def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, lake: str | Path | None = None, batch: int = 100) -> str:
-    """Land, attribute and load every simulated attempt with pipeline.run_static in batches; return the warehouse path."""
+    """Land, attribute and load every simulated attempt with run_attempts in batches; return the warehouse path."""
     root = Path(directory).resolve()
     config = Config(lake=LakeSettings(root=str(Path(lake).resolve() if lake else root / "lake")),
                     warehouse=WarehouseSettings(path=str(Path(warehouse).resolve() if warehouse else root / "firstfault.duckdb")))
     specs = [root / t["spec"] for t in read_truth(root)]
+    rules = load_rule_set(config)
     for i in range(0, len(specs), batch):
-        run_static([load_static_context(str(p)) for p in specs[i:i + batch]], config, flow="simulate")
+        run_attempts([load_static_context(str(p)) for p in specs[i:i + batch]], config, flow="simulate", rules=rules)
     return config.warehouse.path
 
 

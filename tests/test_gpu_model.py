@@ -7,7 +7,7 @@ from conftest import warehouse_rows
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import load_static_context
 from firstfault.landing import logged_gpu_models
-from firstfault.run import run_static
+from firstfault.run import run_attempts
 
 APPLOG = [
     "+ nvidia-smi -L",
@@ -34,7 +34,7 @@ def write_attempt(folder, workload_id: str, gpu_model: str | None) -> str:
 def test_an_attempt_without_a_scheduler_gpu_model_takes_it_from_nvidia_smi(tmp_path):
     specs = [write_attempt(tmp_path / "unknown", "no-model", None), write_attempt(tmp_path / "known", "scheduler-model", "A100")]
     config = Config(lake=LakeSettings(str(tmp_path / "lake")), warehouse=WarehouseSettings(str(tmp_path / "w.duckdb")))
-    run_static([load_static_context(s) for s in specs], config)
+    run_attempts([load_static_context(s) for s in specs], config, flow="test")
     rows = warehouse_rows(config.warehouse.path, "SELECT workload_id, gpu_model, domain, subdomain FROM attributions ORDER BY 1")
     # the scheduler's model is kept even when the logs say otherwise; the lines do not change the verdict
     assert rows == [{"workload_id": "no-model", "gpu_model": "H100", "domain": "application", "subdomain": "exception"},

@@ -9,8 +9,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from firstfault.schema import ATTEMPT_TABLES, RUN_COLUMNS
-
+from firstfault.schema import ATTEMPT_TABLES, RUN_COLUMNS, xid_catalog_path
 
 
 def schema_sql() -> str:
@@ -26,7 +25,7 @@ def connect_writer(path: str, wait_s: float = 60.0) -> duckdb.DuckDBPyConnection
     return con
 
 
-def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Source]], catalog: pa.Table, run: dict,
+def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Source]], run: dict,
                   failures: Sequence[dict] = (), filesystem=None) -> None:
     """Replace every row of the attempts in `tables` (one dict of ATTEMPT_TABLES, or several: one per shard) in one
     transaction (one short write lock), and record the run and its `failures` (rows of run_failures). A table is
@@ -49,8 +48,8 @@ def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Sour
                 if replaced:
                     con.execute(f"DELETE FROM {name} WHERE attempt_id IN (SELECT attempt_id FROM loaded_attempts)")
                 con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM {_relation(con, part[name], 'incoming')}")
-        con.register("incoming_catalog", catalog)
-        con.execute("INSERT OR REPLACE INTO xid_catalog BY NAME SELECT * FROM incoming_catalog")
+        con.execute("INSERT OR REPLACE INTO xid_catalog BY NAME SELECT * REPLACE (CAST(code AS BIGINT) AS code) "
+                    f"FROM read_csv('{xid_catalog_path().as_posix()}', header = true, all_varchar = true)")
         columns = [c for c in RUN_COLUMNS if c in run]
         con.execute(f"INSERT OR REPLACE INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
                     [run[c] for c in columns])

@@ -3,7 +3,7 @@ import duckdb
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import load_static_context
-from firstfault.run import run_static
+from firstfault.run import run_attempts
 
 TABLES = {
     "attributions": "SELECT * EXCLUDE (connector_reports, evidence) FROM attributions",
@@ -25,12 +25,12 @@ def test_rerun_gives_identical_rows(demo_dir, tmp_path):
     specs = sorted((demo_dir / "attempts").glob("*/attempt.yaml"))[:4]
     contexts = [load_static_context(str(p)) for p in specs]
     config = Config(lake=LakeSettings(str(tmp_path / "lake")), warehouse=WarehouseSettings(str(tmp_path / "w.duckdb")))
-    run_static(contexts, config)
+    run_attempts(contexts, config, flow="test")
     first = snapshot(config.warehouse.path)
-    run_static(contexts, config)
+    run_attempts(contexts, config, flow="test")
     assert snapshot(config.warehouse.path) == first
-    run_static(contexts[:1], config)  # re-landing one attempt touches only its rows
+    run_attempts(contexts[:1], config, flow="test")  # re-landing one attempt touches only its rows
     assert snapshot(config.warehouse.path) == first
     lake_files = sorted(p.relative_to(tmp_path) for p in (tmp_path / "lake").rglob("*.parquet"))
-    run_static(contexts, config)
+    run_attempts(contexts, config, flow="test")
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "lake").rglob("*.parquet")) == lake_files
