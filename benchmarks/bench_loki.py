@@ -78,7 +78,7 @@ class _TimedStage:
 
 def land_one(url: str, megabytes: int, batch_mb: int, folder: Path) -> dict:
     """Runs in a fresh process: land one attempt from Loki, return timings and this process's peak RSS."""
-    from firstfault.config import Config, Landing, LakeSettings, LokiSettings
+    from firstfault.config import Config, LandingSettings, LakeSettings, LokiSettings
     from firstfault.lake import Lake
     from firstfault.connectors.loki import LokiConnector
     from firstfault.connectors.static_context import context_from_dict
@@ -88,7 +88,7 @@ def land_one(url: str, megabytes: int, batch_mb: int, folder: Path) -> dict:
     ctx = context_from_dict({"workload_id": f"bench-{megabytes}", "start": "2026-11-29T01:00:00Z", "end": "2026-11-29T03:00:00Z",
                              "nodes": list(NODES)}, str(folder / "attempt.yaml"), str(folder))
     streams = {"applog": f'{{job="training", bench="{megabytes}"}}', "syslog": f'{{job="syslog", bench="{megabytes}"}}'}
-    config = Config(lake=LakeSettings(root=str(folder / "lake")), landing=Landing(batch_bytes=batch_mb << 20),
+    config = Config(lake=LakeSettings(root=str(folder / "lake")), landing=LandingSettings(batch_bytes=batch_mb << 20),
                     loki=LokiSettings(url=url, streams=streams, lookback_s=0.0, grace_s=0.0, timeout_s=120.0))
     timed = _TimedStage(LokiConnector(config.loki))
     began = time.perf_counter()

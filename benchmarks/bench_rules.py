@@ -40,13 +40,13 @@ def main() -> None:
         config = Config(lake=LakeSettings(f"{tmp}/lake"), warehouse=WarehouseSettings(f"{tmp}/w.duckdb"))
         land(contexts, config)
         lake = Path(tmp) / "lake"
-        read = {t: pl.read_parquet(lake / t / "**" / "*.parquet", hive_partitioning=False) for t in ("events", "context", "inputs", "metrics")}
+        read = {t: pl.read_parquet(lake / t / "**" / "*.parquet", hive_partitioning=False) for t in ("events", "context", "connector_reports", "metrics")}
     copies = -(-args.attempts // len(contexts))
     tables = {name: replicated(frame, copies) for name, frame in read.items()}
     n_attempts = tables["context"].height
     rules = load_rules()
     con = duckdb.connect()
-    for name, view in (("events", "events_all"), ("inputs", "reports"), ("metrics", "metrics")):
+    for name, view in (("events", "events_all"), ("connector_reports", "reports"), ("metrics", "metrics")):
         con.register(view, tables[name])
     con.register("attempts_raw", tables["context"])
     started = time.perf_counter()

@@ -9,7 +9,7 @@ from firstfault.errors import BadInput
 
 
 @dataclass(frozen=True)
-class Attribution:
+class AttributionSettings:
     skew_tolerance_s: float = 2.0
     lookback_s: float = 1800.0
     grace_s: float = 300.0
@@ -23,7 +23,7 @@ class Attribution:
 
 
 @dataclass(frozen=True)
-class Landing:
+class LandingSettings:
     batch_bytes: int = 16 * 1024 * 1024  # two in flight, ~7x their size each while normalised: ~600 MB peak
     max_line_bytes: int = 64 * 1024
     workers: int = 0  # processes landing attempts in parallel; 0 = one per core when the input is big
@@ -178,8 +178,8 @@ class SlurmSettings:
 class Config:
     lake: LakeSettings = field(default_factory=LakeSettings)
     warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
-    attribution: Attribution = field(default_factory=Attribution)
-    landing: Landing = field(default_factory=Landing)
+    attribution: AttributionSettings = field(default_factory=AttributionSettings)
+    landing: LandingSettings = field(default_factory=LandingSettings)
     rules: RuleSettings = field(default_factory=RuleSettings)
     patterns: PatternSettings = field(default_factory=PatternSettings)
     catalog: CatalogSettings = field(default_factory=CatalogSettings)
@@ -194,7 +194,7 @@ class Config:
 
 
 SECTIONS = {
-    "lake": LakeSettings, "warehouse": WarehouseSettings, "attribution": Attribution, "landing": Landing,
+    "lake": LakeSettings, "warehouse": WarehouseSettings, "attribution": AttributionSettings, "landing": LandingSettings,
     "rules": RuleSettings, "patterns": PatternSettings, "catalog": CatalogSettings, "schedule": ScheduleSettings,
     "fleet": FleetSettings, "kubernetes": KubernetesSettings, "kueue": KueueSettings, "loki": LokiSettings,
     "prometheus": PrometheusSettings, "slurm": SlurmSettings,

@@ -21,7 +21,7 @@ import fsspec
 import polars as pl
 import pyarrow as pa
 
-from firstfault.config import Landing
+from firstfault.config import LandingSettings
 from firstfault.connectors.base import Report, SourceConnector, Staging
 from firstfault.connectors.flight_recorder import read_dumps
 from firstfault.connectors.local_files import (
@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 CANDIDATE_COLUMNS = list(LINE_SCHEMA)
 # A file whose first batch is mostly NUL-bearing or undecodable lines is binary, not a log.
 _BINARY_SHARE = 0.3
-_PREPARE_THREADS = 2
+_NORMALIZE_THREADS = 2
 _PIECES_PER_UNIT = 4
 # An attempt's candidate lines beyond this go to a temporary file until extraction (firstfault/spill.py).
 _CANDIDATES_IN_MEMORY = 8 << 20
@@ -79,7 +79,7 @@ class LandingResult:
     reports: list[dict] = field(default_factory=list)
 
 
-def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], settings: Landing = Landing(),
+def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], settings: LandingSettings = LandingSettings(),
                  sources: Sequence[SourceConnector] = ()) -> LandingResult:
     return land_attempts([ctx], lake, patterns, settings, sources)[0]
 
@@ -101,7 +101,7 @@ class _LogsLanded:
         return events
 
 
-def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pattern], settings: Landing = Landing(),
+def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pattern], settings: LandingSettings = LandingSettings(),
                   sources: Sequence[SourceConnector] = (),
                   on_error: Callable[[AttemptContext, Exception], None] | None = None) -> list[LandingResult]:
     """Land several attempts: the logs of all of them in one pass (a normalisation plan costs ~40 ms to run
@@ -138,7 +138,7 @@ def _resolve(ctx: AttemptContext, lake: Lake, sources) -> _LogsLanded:
     return _LogsLanded(ctx, result, files, SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY))
 
 
-def _land_logs_together(items: list[_LogsLanded], lake: Lake, triggers: list[str], settings: Landing, isolate) -> list[_LogsLanded]:
+def _land_logs_together(items: list[_LogsLanded], lake: Lake, triggers: list[str], settings: LandingSettings, isolate) -> list[_LogsLanded]:
     """The `logs` of every attempt in one pass; when it fails, each attempt is landed alone, so only the attempt
     that breaks it fails."""
     if len(items) > 1:
@@ -150,7 +150,7 @@ def _land_logs_together(items: list[_LogsLanded], lake: Lake, triggers: list[str
     return [item for item in items if isolate(item.ctx, lambda: _land_logs([item], lake, triggers, settings) or True)]
 
 
-def _land_logs(items: list[_LogsLanded], lake: Lake, triggers: list[str], settings: Landing) -> None:
+def _land_logs(items: list[_LogsLanded], lake: Lake, triggers: list[str], settings: LandingSettings) -> None:
     """Write each attempt's `logs` partition, keep its candidate lines and report each of its files. Nothing of an
     item changes unless the whole pass succeeds (a failed joint pass is retried attempt by attempt)."""
     files = [(position, index, log_file) for position, item in enumerate(items) for index, log_file in enumerate(item.files)]
@@ -227,7 +227,7 @@ def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
     lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
     result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
     lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=item.gpu_model), CONTEXT_SCHEMA)
-    lake.write("inputs", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, CONNECTOR_REPORT_SCHEMA), CONNECTOR_REPORT_SCHEMA)
+    lake.write("connector_reports", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, CONNECTOR_REPORT_SCHEMA), CONNECTOR_REPORT_SCHEMA)
     return True
 
 
@@ -283,7 +283,7 @@ class _FileState:
     reason: str | None = None
 
 
-def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]], triggers, settings: Landing,
+def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]], triggers, settings: LandingSettings,
                   reports: list[list[dict]]):
     """The lines of every file, a unit at a time: normalised, stamped with each file's clock, the lines of binary
     or unreadable files left out. Yields (frame, rows landed per file, files that ended in the unit); each file's
@@ -292,7 +292,7 @@ def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]
     trigger_regex = _literal_alternation(triggers)
     ctxs = [item.ctx for item in items]
     states: dict[int, _FileState] = {}
-    for unit, (frame, piece_stats) in _prepared_units(ctxs, files, trigger_regex, settings):
+    for unit, (frame, piece_stats) in _normalized_units(ctxs, files, trigger_regex, settings):
         kept, closed = [], []
         for position, (piece, stats) in enumerate(zip(unit, piece_stats)):
             attempt, _, log_file = files[piece.index]
@@ -345,7 +345,7 @@ def _file_report(ctx, log_file: LogFile, state: _FileState) -> dict:
     return _report(ctx, "local_files", log_file.source, log_file.uri, status, state.rows, reason, _safe_fingerprint(log_file.uri), stats)
 
 
-def _pieces(files: list[tuple[int, int, LogFile]], settings: Landing):
+def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
     """Every file's chunks in order, the first and last of each marked; a file that cannot be read (or turns out
     corrupt, e.g. a truncated .gz) ends with an error piece after what could be read."""
     for index, (_, _, log_file) in enumerate(files):
@@ -367,13 +367,13 @@ def _pieces(files: list[tuple[int, int, LogFile]], settings: Landing):
             yield previous
 
 
-def _piece_bytes(settings: Landing) -> int:
+def _piece_bytes(settings: LandingSettings) -> int:
     """Files are read in quarters of a batch, so that units pack to nearly batch_bytes across file ends: the
     working memory of a unit then depends on batch_bytes only, not on how the volume splits into files."""
     return max(settings.batch_bytes // _PIECES_PER_UNIT, 1)
 
 
-def _units(files: list[tuple[int, int, LogFile]], settings: Landing):
+def _units(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
     """Group consecutive pieces into units of at most batch_bytes."""
     unit: list[_Piece] = []
     size = 0
@@ -387,14 +387,14 @@ def _units(files: list[tuple[int, int, LogFile]], settings: Landing):
         yield unit
 
 
-def _prepared_units(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], trigger_regex: str, settings: Landing):
+def _normalized_units(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], trigger_regex: str, settings: LandingSettings):
     """Split and normalise the units, two at a time: polars releases the GIL, so the next unit is prepared on
     the other core while this one is written. At most two units are in flight (bounded memory)."""
     in_flight: deque[tuple[list[_Piece], Future]] = deque()
-    with ThreadPoolExecutor(max_workers=_PREPARE_THREADS) as pool:
+    with ThreadPoolExecutor(max_workers=_NORMALIZE_THREADS) as pool:
         for unit in _units(files, settings):
-            in_flight.append((unit, pool.submit(_prepare, ctxs, files, unit, trigger_regex, settings)))
-            if len(in_flight) >= _PREPARE_THREADS:
+            in_flight.append((unit, pool.submit(_split_and_normalize, ctxs, files, unit, trigger_regex, settings)))
+            if len(in_flight) >= _NORMALIZE_THREADS:
                 unit, future = in_flight.popleft()
                 yield unit, future.result()
         while in_flight:
@@ -402,8 +402,8 @@ def _prepared_units(ctxs: list[AttemptContext], files: list[tuple[int, int, LogF
             yield unit, future.result()
 
 
-def _prepare(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], unit: list[_Piece], trigger_regex: str,
-             settings: Landing) -> tuple[pl.DataFrame, list[LineStats]]:
+def _split_and_normalize(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], unit: list[_Piece], trigger_regex: str,
+             settings: LandingSettings) -> tuple[pl.DataFrame, list[LineStats]]:
     """Split the unit's pieces in one pass and normalise their lines in one plan; the line statistics of each piece."""
     readable = [(position, piece) for position, piece in enumerate(unit) if piece.error is None and piece.chunk]
     stats = [LineStats() for _ in unit]
@@ -566,7 +566,7 @@ def events_from_lines(lines: list[str], source: str = "applog", *, node: str | N
     log_file = LogFile(source, "mem://lines", node, None, "rank", "<lines>")
     chunk = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
     piece = _Piece(0, log_file, chunk, first=True, last=True)
-    frame, _ = _prepare([ctx], [(0, 0, log_file)], [piece], "$^", Landing())  # no candidate filter: all go to extraction
+    frame, _ = _split_and_normalize([ctx], [(0, 0, log_file)], [piece], "$^", LandingSettings())  # no candidate filter: all go to extraction
     frame, _ = anchor_files(frame.with_columns(attempt_id=pl.lit(ctx.attempt_id)), {})
     events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
     return resolve_peers(events.collect(), ctx.nodes, ctx.addresses)

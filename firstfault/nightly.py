@@ -96,7 +96,7 @@ def make_shards(candidates: Sequence[Candidate], shards: int = 0) -> list[list[C
     return [sorted(s, key=lambda c: c.attempt_id) for s in out]
 
 
-def prepare(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
+def plan_night(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
             shards: int = 0, run_id: str | None = None) -> Plan:
     """Discover, drop the unchanged attempts (unless force) and shard the rest."""
     day = parse_run_date(run_date)
@@ -214,7 +214,7 @@ def rebuild_fleet(config: Config) -> str:
 def run_nightly(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
                 shards: int = 0, flow: str = "nightly") -> dict:
     """The whole night without Prefect: the same functions the flow's tasks call, shards one after the other."""
-    plan = prepare(config, run_date, catalog, force, shards)
+    plan = plan_night(config, run_date, catalog, force, shards)
     urls, failures = _run_shards(plan, config)
     return load_results(urls, plan, config, flow=flow, extra_failures=failures)
 

@@ -169,7 +169,7 @@ def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Seque
 def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequence[AttemptContext]) -> None:
     # tables, not views: every rule reads them, and a view re-reads the shard's Parquet files for each rule
     # (attribute took twice as long)
-    for table, view in (("events", "events_all"), ("context", "attempts_raw"), ("inputs", "reports"), ("metrics", "metrics"),
+    for table, view in (("events", "events_all"), ("context", "attempts_raw"), ("connector_reports", "reports"), ("metrics", "metrics"),
                         ("flight_recorder", "flight_recorder")):
         files = [f for ctx in contexts for f in lake.files(table, ctx.day, ctx.attempt_key)]
         if not files:

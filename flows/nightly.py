@@ -20,7 +20,7 @@ from firstfault.nightly import (
     Candidate,
     Plan,
     load_results,
-    prepare,
+    plan_night,
     render_summary,
     run_shard,
     shard_failure_rows,
@@ -48,7 +48,7 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
     """Attribute every attempt that ended on run_date (UTC, default yesterday) in the catalog."""
     logger = get_run_logger()
     config = resolve_config(config_path, lake_root=lake_root, warehouse_path=warehouse_path)
-    plan = prepare(config, run_date, catalog, force, shards, run_id=uuid.uuid4().hex)
+    plan = plan_night(config, run_date, catalog, force, shards, run_id=uuid.uuid4().hex)
     logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
                 plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
     futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))

@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from firstfault.config import Attribution
+from firstfault.config import AttributionSettings
 from firstfault.errors import BadInput
 from firstfault.schema import (
     CONNECTOR_REPORT_SCHEMA,
@@ -186,7 +186,7 @@ def rules_version(rules: Sequence[Rule], pattern_dirs: Sequence[Path] = ()) -> s
     return digest.hexdigest()[:12]
 
 
-def register_reference(con: duckdb.DuckDBPyConnection, settings: Attribution, version: str) -> None:
+def register_reference(con: duckdb.DuckDBPyConnection, settings: AttributionSettings, version: str) -> None:
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT * FROM read_csv('{xid_catalog_path().as_posix()}', header = true, "
         "all_varchar = true)"
@@ -213,7 +213,7 @@ def register_empty_inputs(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE attempts AS SELECT *, strftime(start_ts, '%Y-%m-%d') AS day FROM attempts_raw")
 
 
-def prepare(con: duckdb.DuckDBPyConnection) -> None:
+def create_shared_views(con: duckdb.DuckDBPyConnection) -> None:
     """The shared views every rule reads (`_views.sql`); inputs and reference tables must be registered."""
     _run_script(con, builtin_rules_dir() / "_views.sql")
 
@@ -256,7 +256,7 @@ def check_rule_output(con: duckdb.DuckDBPyConnection, rule: Rule) -> None:
 
 def run_rules(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
     """Create `rule_hits`, `causes`, `outcome`, `evidence_rows` and `verdict_rows` temp tables."""
-    prepare(con)
+    create_shared_views(con)
     for rule in rules:
         check_rule_output(con, rule)
     typed = [

@@ -12,14 +12,14 @@ from firstfault.rules_sql.engine import (
     check_rule_output,
     collect_rules,
     patterns_dir,
-    prepare,
+    create_shared_views,
     register_empty_inputs,
     register_reference,
     rule_files,
 )
 from firstfault.transforms.extract import PatternError, load_pattern_file
 
-from firstfault.config import Attribution, Config
+from firstfault.config import AttributionSettings, Config
 from firstfault.errors import BadInput
 
 
@@ -127,8 +127,8 @@ def lint(dirs: KitDirs) -> tuple[list[str], str]:
     con = duckdb.connect()
     try:
         register_empty_inputs(con)
-        register_reference(con, Attribution(), "lint")
-        prepare(con)
+        register_reference(con, AttributionSettings(), "lint")
+        create_shared_views(con)
         for rule in rules:
             try:
                 check_rule_output(con, rule)

@@ -4,7 +4,7 @@ import gzip
 import polars as pl
 import pyarrow as pa
 
-from firstfault.config import Landing
+from firstfault.config import LandingSettings
 from firstfault.lake import Lake
 from firstfault.connectors.local_files import read_batches, resolve_logs
 from firstfault.connectors.metrics_csv import read_metrics
@@ -48,7 +48,7 @@ def test_truncated_gz_is_reported_not_fatal(tmp_path):
     data = gzip.compress(b"Nov 29 01:10:00 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n" * 500)
     (tmp_path / "node-01.log.gz").write_bytes(data[: len(data) // 2])
     ctx = make_ctx(tmp_path, logs=[{"source": "syslog", "path": "*.log.gz"}])
-    result = land_attempt(ctx, Lake(str(tmp_path / "lake")), load_patterns(), Landing())
+    result = land_attempt(ctx, Lake(str(tmp_path / "lake")), load_patterns(), LandingSettings())
     report = [r for r in result.reports if r["uri"].endswith(".gz")][0]
     assert report["status"] == "error" and "EOFError" in report["reason"]
     assert report["rows"] > 0 and result.event_rows > 0  # everything before the damage is kept

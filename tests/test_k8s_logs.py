@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 from fake_backends import Fault, PodLog, fake_backends, rfc3339_nano  # noqa: F401  (pytest fixture)
 
-from firstfault.config import Config, KubernetesSettings, Landing
+from firstfault.config import Config, KubernetesSettings, LandingSettings
 from firstfault.connectors.base import Staging
 from firstfault.connectors.k8s_logs import KubernetesLogsConnector, from_config
 from firstfault.lake import Lake
@@ -111,7 +111,7 @@ def test_landed_lines_are_placed_on_the_pod_node_with_locators(fake_backends, tm
     fake_backends.pod_logs[("train", "w-1", "trainer", True)] = PodLog([(T_NS + 120_000_000_123, XID_LINE)])
     ctx = make_ctx(tmp_path, pods(("w-1", "node-02", {"trainer": 1})))
     lake = Lake(str(tmp_path / "lake"))
-    result = land_attempt(ctx, lake, load_patterns(), Landing(), [KubernetesLogsConnector(settings(fake_backends.url))])
+    result = land_attempt(ctx, lake, load_patterns(), LandingSettings(), [KubernetesLogsConnector(settings(fake_backends.url))])
     assert [(r["connector"], r["status"]) for r in result.reports if r["connector"] == "kubernetes_logs"] == [("kubernetes_logs", "ok")] * 2
     logs = pl.from_arrow(lake.read("logs", ctx.day, ctx.attempt_key))
     assert set(logs["node"]) == {"node-02"} and set(logs["ts_quality"]) == {"exact"}

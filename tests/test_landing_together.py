@@ -2,7 +2,7 @@
 its own time zone, window, nodes, rank map and per-file clocks."""
 import polars as pl
 
-from firstfault.config import Landing
+from firstfault.config import LandingSettings
 from firstfault.lake import Lake
 from firstfault.connectors.static_context import context_from_dict
 from firstfault.landing import land_attempt, land_attempts
@@ -43,13 +43,13 @@ def test_attempts_landed_together_match_each_landed_alone(tmp_path):
             attempt(tmp_path, "east", "America/New_York", ["node-x", "node-b"]),
             attempt(tmp_path, "berlin", "Europe/Berlin", ["node-b"])]
     patterns = load_patterns()
-    settings = Landing(batch_bytes=256)  # several units, some spanning attempts and time zones
+    settings = LandingSettings(batch_bytes=256)  # several units, some spanning attempts and time zones
     together, alone = Lake(str(tmp_path / "together")), Lake(str(tmp_path / "alone"))
     land_attempts(ctxs, together, patterns, settings)
     for ctx in ctxs:
         land_attempt(ctx, alone, patterns, settings)
     for ctx in ctxs:
-        for table in ("logs", "events", "context", "inputs"):
+        for table in ("logs", "events", "context", "connector_reports"):
             assert landed(together, ctx, table) == landed(alone, ctx, table), (ctx.workload_id, table)
     logs = {ctx.workload_id: landed(together, ctx, "logs") for ctx in ctxs}
     # the same local stamp is a different instant in each attempt's zone; the kernel's boots anchor per file

@@ -82,7 +82,7 @@ CREATE TABLE IF NOT EXISTS runs (
     rules_version VARCHAR, lake_root VARCHAR
 );
 
--- Incremental runs (nightly): sha256 over the spec and its resolved input files (firstfault/inputs.py). Older
+-- Incremental runs (nightly): sha256 over the spec and its resolved input files (connectors/fingerprint.py). Older
 -- warehouses gain the column here.
 ALTER TABLE attributions ADD COLUMN IF NOT EXISTS input_fingerprint VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS run_date VARCHAR;          -- nightly: the UTC day whose attempts ended
