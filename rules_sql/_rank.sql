@@ -100,11 +100,14 @@ JOIN representative r USING (attempt_id, domain, subdomain, cause_node)
 JOIN attempt_tolerance tol USING (attempt_id)
 CROSS JOIN params p;
 
+-- The ten best causes of an attempt are its candidates (listed in the verdict).
 CREATE OR REPLACE TEMP TABLE ranked_causes AS
-SELECT c.*,
-       row_number() OVER (PARTITION BY attempt_id ORDER BY score DESC, ts ASC NULLS LAST, domain, subdomain, cause_node) AS position,
-       max(score) OVER (PARTITION BY attempt_id) AS best_score
-FROM causes c;
+SELECT *, position <= 10 AS is_candidate FROM (
+    SELECT c.*,
+           row_number() OVER (PARTITION BY attempt_id ORDER BY score DESC, ts ASC NULLS LAST, domain, subdomain, cause_node) AS position,
+           max(score) OVER (PARTITION BY attempt_id) AS best_score
+    FROM causes c
+);
 
 CREATE OR REPLACE TEMP TABLE contenders AS
 SELECT r.*
