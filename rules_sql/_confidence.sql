@@ -17,8 +17,7 @@ report_sources AS (
     FROM reports GROUP BY attempt_id
 ),
 assembled AS (
-    SELECT a.attempt_id, o.verdict, w.score AS best_score, w.peer_unlocalised, sk.max_abs_s AS skew_s,
-           sk.unmeasured_roots AS skew_unmeasured,
+    SELECT a.attempt_id, o.verdict, w.score AS best_score, sk.max_abs_s AS skew_s, sk.unmeasured_roots AS skew_unmeasured,
            (SELECT count(DISTINCT x.source) FROM evidence_rows x WHERE x.attempt_id = a.attempt_id AND x.source IS NOT NULL) AS evidence_sources,
            (SELECT list_sort(list(DISTINCT x.source)) FROM evidence_rows x WHERE x.attempt_id = a.attempt_id AND x.source IS NOT NULL) AS evidence_source_list,
            CASE WHEN coalesce(w.cause_node, '') = '' THEN NULL ELSE
@@ -46,7 +45,7 @@ factors AS (
         CASE WHEN len(missing) > 0 THEN -1 ELSE 0 END AS p_missing,
         CASE WHEN culprit_kernel_log = false THEN -1 ELSE 0 END AS p_kernel,
         CASE WHEN skew_unmeasured AND skew_s > (SELECT skew_tolerance_s FROM params) THEN -1 ELSE 0 END AS p_skew,
-        CASE WHEN coalesce(peer_unlocalised, false) OR w_granularity = 'group' THEN -1 ELSE 0 END AS p_local
+        CASE WHEN w_granularity = 'group' THEN -1 ELSE 0 END AS p_local
     FROM assembled
 ),
 graded AS (
@@ -81,7 +80,7 @@ graded AS (
             CASE WHEN skew_s > 0 AND skew_unmeasured AND skew_s > (SELECT skew_tolerance_s FROM params)
                      THEN printf('clock skew up to %.1fs and a root node without a clock estimate: order less certain', skew_s)
                  WHEN skew_s > 0 THEN printf('clock skew up to %.1fs measured and corrected before ordering', skew_s) END,
-            CASE WHEN verdict = 'attributed' AND (coalesce(peer_unlocalised, false) OR w_granularity = 'group')
+            CASE WHEN verdict = 'attributed' AND w_granularity = 'group'
                  THEN 'not localised to one node: the NVLink peer may be on another tray' END,
             CASE WHEN symptoms > 0 THEN printf('%d symptom(s) explained as cascade', symptoms) END
         ], lambda r: r IS NOT NULL) AS reasons
