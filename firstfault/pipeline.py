@@ -128,13 +128,14 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rule_dirs: Seq
 
 HISTORY_COLUMNS = (
     "attempt_id VARCHAR, workload_id VARCHAR, cluster VARCHAR, attempt BIGINT, verdict VARCHAR, domain VARCHAR, "
-    "subdomain VARCHAR, culprit_nodes VARCHAR[], root_fingerprint VARCHAR, progress BIGINT, start_ts TIMESTAMP"
+    "subdomain VARCHAR, culprit_nodes VARCHAR[], progress BIGINT, start_ts TIMESTAMP"
 )
 
 
 def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Sequence[dict] | None = None) -> None:
     """The `history` relation (docs/DESIGN.md §4.3): verdicts of earlier attempts of the workloads being attributed,
-    from the warehouse (read-only) or from `rows`. The attempts of this run are added by _verdict.sql itself."""
+    from the warehouse (read-only) or from `rows`. The attempts of this run are added by _action.sql itself, which
+    also derives every root's fingerprint (the root_fingerprint macro of _views.sql)."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE history ({HISTORY_COLUMNS})")
     if rows is not None:
         names = [c.split()[0] for c in HISTORY_COLUMNS.split(", ")]
@@ -160,7 +161,6 @@ def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Seque
         table = wh.sql(
             "SELECT a.attempt_id, a.workload_id, a.cluster, CAST(a.attempt AS BIGINT) AS attempt, a.verdict, a.domain, a.subdomain, "
             "CAST(a.culprit_nodes AS VARCHAR[]) AS culprit_nodes, "
-            "concat_ws('|', a.domain, a.subdomain, array_to_string(list_sort(a.culprit_nodes), ',')) AS root_fingerprint, "
             "(SELECT max(e.iteration) FROM events e WHERE e.attempt_id = a.attempt_id AND e.kind = 'progress') AS progress, "
             "CAST(a.start_ts AS TIMESTAMP) AS start_ts "
             "FROM attributions a JOIN wanted USING (cluster, workload_id)"

@@ -149,8 +149,7 @@ def _history_row(case: Case, ctx, i: int, h: dict) -> dict:
     nodes = sorted(h.get("culprit_nodes") or [])
     return {"attempt_id": f"{ctx.cluster}/{ctx.workload_id}/{attempt}", "workload_id": ctx.workload_id, "cluster": ctx.cluster,
             "attempt": attempt, "verdict": h.get("verdict", "attributed"), "domain": h.get("domain"), "subdomain": h.get("subdomain"),
-            "culprit_nodes": nodes, "root_fingerprint": "|".join([h.get("domain") or "", h.get("subdomain") or "", ",".join(nodes)]),
-            "progress": h.get("progress"), "start_ts": None}
+            "culprit_nodes": nodes, "progress": h.get("progress"), "start_ts": None}
 
 
 def _group(table: pa.Table, key: str) -> dict[str, list[dict]]:

@@ -6,13 +6,12 @@ CREATE OR REPLACE TEMP TABLE timeline AS
 SELECT * EXCLUDE (n) FROM (
     SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY current_run DESC) AS n FROM (
         SELECT v.attempt_id, v.workload_id, v.cluster, CAST(v.attempt AS BIGINT) AS attempt, v.verdict, v.domain, v.subdomain,
-               v.culprit_nodes, concat_ws('|', v.domain, v.subdomain, array_to_string(list_sort(v.culprit_nodes), ',')) AS root_fingerprint,
+               v.culprit_nodes, root_fingerprint(v.domain, v.subdomain, v.culprit_nodes) AS root_fingerprint,
                p.progress, true AS current_run
         FROM verdict_base v LEFT JOIN attempt_progress p USING (attempt_id)
         UNION ALL
         SELECT h.attempt_id, h.workload_id, h.cluster, h.attempt, h.verdict, h.domain, h.subdomain, h.culprit_nodes,
-               coalesce(h.root_fingerprint, concat_ws('|', h.domain, h.subdomain, array_to_string(list_sort(h.culprit_nodes), ','))),
-               h.progress, false
+               root_fingerprint(h.domain, h.subdomain, h.culprit_nodes), h.progress, false
         FROM history h
     )
 ) WHERE n = 1;
@@ -28,7 +27,7 @@ CREATE OR REPLACE TEMP TABLE action_inputs AS
 WITH cur AS (
     SELECT v.attempt_id, v.cluster, v.workload_id, CAST(v.attempt AS BIGINT) AS attempt, v.verdict, v.domain, v.subdomain,
            v.granularity, v.action AS base_action, len(v.culprit_nodes) AS n_culprits,
-           concat_ws('|', v.domain, v.subdomain, array_to_string(list_sort(v.culprit_nodes), ',')) AS root_fingerprint
+           root_fingerprint(v.domain, v.subdomain, v.culprit_nodes) AS root_fingerprint
     FROM verdict_base v
 ),
 marks AS (
