@@ -123,7 +123,7 @@ def _materialize(case: Case, folder: Path):
 
 
 def _copy_dumps(case: Case, folder: Path) -> list[str]:
-    """`flight_recorder:` globs (relative to the repo root or to the YAML file) -> copies in the case folder."""
+    """`flight_recorder:` globs (relative to the working directory or to the YAML file) -> copies in the case folder."""
     import glob
     import shutil
 
@@ -132,7 +132,7 @@ def _copy_dumps(case: Case, folder: Path) -> list[str]:
     target = folder / "flight_recorder"
     target.mkdir(exist_ok=True)
     for pattern in patterns:
-        for base in (Path.cwd(), case.path.parent, Path(__file__).resolve().parent.parent):
+        for base in (Path.cwd(), case.path.parent):
             matches = sorted(glob.glob(str(base / pattern)))
             if matches:
                 break

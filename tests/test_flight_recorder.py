@@ -8,7 +8,7 @@ import pytest
 from firstfault.connectors.flight_recorder import dump_events, load_dump, read_dumps
 from firstfault.connectors.static_context import context_from_dict
 
-FIXTURES = Path(__file__).parent / "fixtures" / "flight_recorder"
+FIXTURES = Path(__file__).parents[1] / "rules_sql" / "flight_recorder_dumps"  # shipped with the fixtures that read them
 
 
 def _ctx(tmp_path=None):
