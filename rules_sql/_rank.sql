@@ -1,5 +1,7 @@
--- Ranks the rule hits of every attempt into causes and one verdict (docs/DESIGN.md §4). Runs after all rules;
--- reads rule_hits, events, attempts, reports, params; writes the temp tables causes, verdict_rows, evidence_rows.
+-- Ranks the rule hits of every attempt into causes and decides its verdict (docs/DESIGN.md §4). Runs after all rules;
+-- reads rule_hits, events, node_skew, attempts and params; builds the temp tables root_hits, attempt_skew, causes,
+-- ranked_causes, outcome (the verdict), chosen (the causes it stands on), symptom_rows and evidence_rows, which
+-- _confidence.sql, _verdict.sql and _action.sql turn into verdict rows.
 
 -- A job-level hit (no culprit node) joins a node-level cause of the same domain/subdomain when there is one.
 -- Times are corrected by the emitting node's measured clock offset (node_skew, DESIGN §4.2) before any ordering; raw_ts

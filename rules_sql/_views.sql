@@ -1,4 +1,5 @@
--- Shared views the rules read. Inputs registered by the runner: events_all, attempts, xid_catalog, params, history.
+-- Shared views and macros that the rules and the ranking scripts read, built before any rule runs. Inputs registered
+-- by the runner: events_all, attempts, reports, xid_catalog, params, history.
 
 -- Earlier attempts of the workloads (DESIGN §4.3); the pipeline fills it from the warehouse, empty when not registered.
 CREATE TEMP TABLE IF NOT EXISTS history (
