@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="test and lint rules (built-in and site rules from the config)")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)
     dirs_help = ("fixture folders (*.yaml cases; rule files beside them are loaded too); default: the config's "
-                 "[rules] dirs plus tests/rules when run from a source checkout")
+                 "[rules] dirs plus the built-in rules with the fixtures shipped beside them")
     test = rules_sub.add_parser("test", help="run every fixture case like `promtool test rules`; exit 1 when one fails")
     test.add_argument("dirs", nargs="*", metavar="DIR", help=dirs_help)
     lint = rules_sub.add_parser("lint", help="check rule headers, ids, output columns, fixture coverage and pattern files")

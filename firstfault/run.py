@@ -149,7 +149,8 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet
 
 def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Sequence[dict] | None = None) -> None:
     """The `history` relation (docs/DESIGN.md §4.3): verdicts of earlier attempts of the workloads being attributed,
-    from the warehouse (read-only) or from `rows`. The attempts of this run are added by _verdict.sql itself."""
+    from the warehouse (read-only) or from `rows`. The attempts of this run are added by _action.sql itself, which
+    also derives every root's fingerprint (the root_fingerprint macro of _views.sql)."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE history ({HISTORY_COLUMNS})")
     if rows is not None:
         names = [c.split()[0] for c in HISTORY_COLUMNS.split(", ")]

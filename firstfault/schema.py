@@ -129,7 +129,7 @@ ROLES = ("root", "symptom", "confirmation", "ignored")
 #: the `history` relation: verdicts of earlier attempts of the same workloads
 HISTORY_COLUMNS = (
     "attempt_id VARCHAR, workload_id VARCHAR, cluster VARCHAR, attempt BIGINT, verdict VARCHAR, domain VARCHAR, "
-    "subdomain VARCHAR, culprit_nodes VARCHAR[], root_fingerprint VARCHAR, progress BIGINT, start_ts TIMESTAMP"
+    "subdomain VARCHAR, culprit_nodes VARCHAR[], progress BIGINT, start_ts TIMESTAMP"
 )
 
 # --- warehouse ----------------------------------------------------------------------------------------------------

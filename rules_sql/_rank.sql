@@ -1,29 +1,19 @@
--- Ranks the rule hits of every attempt into causes and one verdict (docs/DESIGN.md §4). Runs after all rules;
--- reads rule_hits, events, attempts, reports, params; writes the temp tables causes, verdict_rows, evidence_rows.
+-- Ranks the rule hits of every attempt into causes and decides its verdict (docs/DESIGN.md §4). Runs after all rules;
+-- reads rule_hits, events, node_skew, attempts and params; builds the temp tables root_hits, attempt_skew, causes,
+-- ranked_causes, outcome (the verdict), chosen (the causes it stands on), symptom_rows and evidence_rows, which
+-- _confidence.sql, _verdict.sql and _action.sql turn into verdict rows.
 
 -- A job-level hit (no culprit node) joins a node-level cause of the same domain/subdomain when there is one.
 -- Times are corrected by the emitting node's measured clock offset (node_skew, DESIGN §4.2) before any ordering; raw_ts
--- keeps what the line says (shown as root_cause.ts). On an NVL72 rack (GB200/GB300) an Xid 149 whose sub-code (bits
--- 20-25 of the first payload word) is 0x20-0x25 INVESTIGATE_PEER_DEVICE points at the far end of the link, which may
--- sit on another tray: the reporting node stays the only node we can name, but the cause is localised to the NVLink
--- `group` at reduced strength (HGX boards keep both ends inside the node, so there the node stays the culprit).
+-- keeps what the line says (shown as root_cause.ts). A root its rule could not localise to one node has granularity
+-- `group` (e.g. an NVLink peer on another tray, xid_root.sql): _confidence.sql and _action.sql honour it.
 CREATE OR REPLACE TEMP TABLE root_hits AS
 WITH roots AS (
-    SELECT h.* REPLACE (
-               CASE WHEN peer THEN 'group' ELSE h.granularity END AS granularity,
-               CASE WHEN peer THEN least(h.strength, 0.7) ELSE h.strength END AS strength,
-               CASE WHEN peer THEN h.summary || ' (INVESTIGATE_PEER_DEVICE: the peer GPU may be on another NVL72 tray)' ELSE h.summary END AS summary,
-               h.ts - to_microseconds(CAST(coalesce(k.offset_s, 0) * 1e6 AS BIGINT)) AS ts),
-           h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, e.ts_quality, peer AS peer_unlocalised
+    SELECT h.* REPLACE (h.ts - to_microseconds(CAST(coalesce(k.offset_s, 0) * 1e6 AS BIGINT)) AS ts),
+           h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, e.ts_quality
     FROM rule_hits h
     LEFT JOIN events e USING (attempt_id, event_id)
     LEFT JOIN node_skew k ON k.attempt_id = h.attempt_id AND k.node = e.node
-    LEFT JOIN attempts a ON a.attempt_id = h.attempt_id
-    CROSS JOIN LATERAL (SELECT coalesce(
-        e.kind = 'xid' AND e.code = 149
-        AND regexp_matches(upper(coalesce(a.gpu_model, '')), 'GB200|GB300|NVL72')
-        AND ((TRY_CAST(split_part(trim(json_extract_string(e.fields, '$.payload')), ' ', 1) AS BIGINT) >> 20) & 63) BETWEEN 32 AND 37,
-        false) AS peer) x
     WHERE h.role = 'root'
 )
 SELECT r.*,
@@ -73,7 +63,7 @@ bounded AS (
 representative AS (
     SELECT * EXCLUDE (n) FROM (
         SELECT attempt_id, domain, subdomain, cause_node, rule_id, event_id, culprit_rank, gpu, granularity, summary,
-               action, kind, code, raw_ts AS rep_ts, culprit_node, peer_unlocalised,
+               action, kind, code, raw_ts AS rep_ts, culprit_node,
                row_number() OVER (PARTITION BY attempt_id, domain, subdomain, cause_node
                                   ORDER BY strength DESC, ts ASC NULLS LAST, event_id) AS n
         FROM root_hits
@@ -87,7 +77,6 @@ timed AS (
     FROM grouped g
 )
 SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summary, r.action, r.kind, r.code, r.rep_ts,
-       r.peer_unlocalised,
        least(1.0, t.strength + p.corroboration_bonus * (t.sources - 1 + t.rules - 1))
          * CASE
                WHEN t.ts IS NULL AND t.t0 IS NULL THEN 1.0  -- nothing timed to compare with
@@ -100,11 +89,14 @@ JOIN representative r USING (attempt_id, domain, subdomain, cause_node)
 JOIN attempt_tolerance tol USING (attempt_id)
 CROSS JOIN params p;
 
+-- The ten best causes of an attempt are its candidates (listed in the verdict).
 CREATE OR REPLACE TEMP TABLE ranked_causes AS
-SELECT c.*,
-       row_number() OVER (PARTITION BY attempt_id ORDER BY score DESC, ts ASC NULLS LAST, domain, subdomain, cause_node) AS position,
-       max(score) OVER (PARTITION BY attempt_id) AS best_score
-FROM causes c;
+SELECT *, position <= 10 AS is_candidate FROM (
+    SELECT c.*,
+           row_number() OVER (PARTITION BY attempt_id ORDER BY score DESC, ts ASC NULLS LAST, domain, subdomain, cause_node) AS position,
+           max(score) OVER (PARTITION BY attempt_id) AS best_score
+    FROM causes c
+);
 
 CREATE OR REPLACE TEMP TABLE contenders AS
 SELECT r.*

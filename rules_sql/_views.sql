@@ -1,9 +1,14 @@
--- Shared views the rules read. Inputs registered by the runner: events_all, attempts, xid_catalog, params, history.
+-- Shared views and macros that the rules and the ranking scripts read, built before any rule runs. Inputs registered
+-- by the runner: events_all, attempts, reports, xid_catalog, params, history.
 
 -- Earlier attempts of the workloads (DESIGN §4.3); the pipeline fills it from the warehouse, empty when not registered.
 CREATE TEMP TABLE IF NOT EXISTS history (
     attempt_id VARCHAR, workload_id VARCHAR, cluster VARCHAR, attempt BIGINT, verdict VARCHAR, domain VARCHAR,
-    subdomain VARCHAR, culprit_nodes VARCHAR[], root_fingerprint VARCHAR, progress BIGINT, start_ts TIMESTAMP);
+    subdomain VARCHAR, culprit_nodes VARCHAR[], progress BIGINT, start_ts TIMESTAMP);
+
+-- The root of an attempt (DESIGN §4.3): the same fingerprint on two attempts of a workload is the same root again.
+CREATE OR REPLACE TEMP MACRO root_fingerprint(domain, subdomain, nodes) AS
+    concat_ws('|', domain, subdomain, array_to_string(list_sort(nodes), ','));
 
 -- Events inside the attempt window (start - lookback .. end + grace); unstamped events are kept (ts null).
 CREATE OR REPLACE TEMP VIEW events AS

@@ -131,13 +131,13 @@ def _materialize(case: Case, folder: Path):
 
 
 def _copy_dumps(case: Case, folder: Path) -> list[str]:
-    """`flight_recorder:` globs (relative to the repo root or to the YAML file) -> copies in the case folder."""
+    """`flight_recorder:` globs (relative to the working directory or to the YAML file) -> copies in the case folder."""
     patterns = case.context["flight_recorder"]
     patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     target = folder / "flight_recorder"
     target.mkdir(exist_ok=True)
     for pattern in patterns:
-        for base in (Path.cwd(), case.path.parent, Path(__file__).resolve().parent.parent):
+        for base in (Path.cwd(), case.path.parent):
             matches = sorted(glob.glob(str(base / pattern)))
             if matches:
                 break
@@ -154,8 +154,7 @@ def _history_row(case: Case, ctx, i: int, h: dict) -> dict:
     nodes = sorted(h.get("culprit_nodes") or [])
     return {"attempt_id": f"{ctx.cluster}/{ctx.workload_id}/{attempt}", "workload_id": ctx.workload_id, "cluster": ctx.cluster,
             "attempt": attempt, "verdict": h.get("verdict", "attributed"), "domain": h.get("domain"), "subdomain": h.get("subdomain"),
-            "culprit_nodes": nodes, "root_fingerprint": "|".join([h.get("domain") or "", h.get("subdomain") or "", ",".join(nodes)]),
-            "progress": h.get("progress"), "start_ts": None}
+            "culprit_nodes": nodes, "progress": h.get("progress"), "start_ts": None}
 
 
 def _group(table: pa.Table, key: str) -> dict[str, list[dict]]:

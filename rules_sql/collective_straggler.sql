@@ -1,9 +1,10 @@
 -- id: collective_straggler
--- detects: the first-failing rank of a collective hang from the watchdog's PG status lines (attribution-ideas §2,
---          log-formats §9.2). Per (attempt, PG) victims report work W with last completed W-1; a rank that never
---          reached W (its last enqueued < the victims' W, or last enqueued == last completed: it never entered the
---          collective) is the culprit. Also, when most ranks of the attempt's rank map time out, the few ranks that
---          print no timeout at all are suspects (weaker). Never fires when all ranks look alike.
+-- detects: the first-failing rank of a collective hang from the watchdog's PG status lines ("Exception ... detected
+--          by watchdog at work: W, last enqueued NCCL work: E, last completed NCCL work: C"). Per (attempt, PG)
+--          victims report work W with last completed W-1; a rank that never reached W (its last enqueued < the
+--          victims' W, or last enqueued == last completed: it never entered the collective) is the culprit. Also,
+--          when most ranks of the attempt's rank map time out, the few ranks that print no timeout at all are suspects
+--          (weaker). Never fires when all ranks look alike.
 -- domain: infrastructure/hang (rank granularity; an earlier Xid or exception on that rank is stronger and wins)
 -- inputs: events(kind in torch_watchdog_state, torch_watchdog_timeout), attempts(rank_map)
 WITH rank_nodes AS (

@@ -3,7 +3,7 @@
 The caller registers four relations on the connection: `events_all` (events, DESIGN §3), `attempts` (one context
 row per attempt), `reports` (connector reports) — plus this module adds `xid_catalog` and `params`. Every rule file
 is one SELECT returning rule hits (DESIGN §4); they are checked for the contract's columns, UNIONed, ranked
-(`_rank.sql`) and turned into verdict rows (`_verdict.sql`).
+(`_rank.sql`) and turned into verdict rows (the other RANKING_SCRIPTS).
 
 A rule may also be a Python file (`*.py` with a top-level `RULE = {...}` header dict and
 `def hits(con) -> duckdb.DuckDBPyRelation | pyarrow.Table`) for logic SQL cannot express: it is imported from its
@@ -37,6 +37,11 @@ from firstfault.schema import (
 )
 
 HEADER_KEYS = ("id", "detects", "domain", "inputs")
+# The built-in scripts that are not rules: the shared views every rule reads (run before the rules), then the ranking,
+# run after them in this order, each reading the tables of the ones before: causes and the verdict (_rank), the
+# verdict's quality (_confidence), the verdict rows (_verdict), the history-aware action (_action).
+VIEWS_SCRIPT = "_views.sql"
+RANKING_SCRIPTS = ("_rank.sql", "_confidence.sql", "_verdict.sql", "_action.sql")
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,8 @@ def load_rules(extra_dirs: Sequence[Path] = ()) -> list[Rule]:
 
 def rules_version(rules: Sequence[Rule], pattern_dirs: Sequence[Path] = ()) -> str:
     digest = hashlib.sha256()
-    files = [r.path for r in rules] + sorted(builtin_rules_dir().glob("_*.sql")) + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path()]
+    scripts = [builtin_rules_dir() / name for name in (VIEWS_SCRIPT, *RANKING_SCRIPTS)]
+    files = [r.path for r in rules] + scripts + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path()]
     files += [p for d in pattern_dirs for p in sorted(Path(d).glob("*.yaml"))]
     for path in sorted(files, key=lambda p: (p.name, str(p))):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -215,7 +221,7 @@ def register_empty_inputs(con: duckdb.DuckDBPyConnection) -> None:
 
 def create_shared_views(con: duckdb.DuckDBPyConnection) -> None:
     """The shared views every rule reads (`_views.sql`); inputs and reference tables must be registered."""
-    _run_script(con, builtin_rules_dir() / "_views.sql")
+    _run_script(con, builtin_rules_dir() / VIEWS_SCRIPT)
 
 
 def materialize_python_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> None:
@@ -271,8 +277,8 @@ def run_rules(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
     bad = con.execute(f"SELECT DISTINCT rule_id, role FROM rule_hits WHERE role NOT IN {ROLES}").fetchall()
     if bad:
         raise BadInput(bad[0][0], "role", f"unknown role {bad[0][1]!r}")
-    _run_script(con, builtin_rules_dir() / "_rank.sql")
-    _run_script(con, builtin_rules_dir() / "_verdict.sql")
+    for name in RANKING_SCRIPTS:
+        _run_script(con, builtin_rules_dir() / name)
 
 
 def _run_script(con: duckdb.DuckDBPyConnection, path: Path) -> None:

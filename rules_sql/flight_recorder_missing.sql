@@ -1,7 +1,7 @@
 -- id: flight_recorder_missing
 -- detects: PyTorch NCCL flight-recorder dumps where, inside one process group, the members that dumped diverge: some
 --          issued collective N (not completed) while others never reached it (no entry for N, last entry < N). Those
---          missing ranks stopped issuing work first (attribution-ideas §2: anti-join on (pg, seq)). The PG family is the
+--          missing ranks stopped issuing work first (an anti-join on (pg, seq)). The PG family is the
 --          wavefront (the most common PG description among the ranks' newest collectives; ties and fallbacks ordered
 --          model-parallel -> reduction -> default). Ranks without a dump are never blamed (missing dumps are normal).
 -- domain: infrastructure/hang (rank granularity; an Xid or exception on that rank, being stronger, still wins)

@@ -1,7 +1,7 @@
 -- id: ib_port_flaps
 -- detects: InfiniBand port outages seen in the metrics (transforms/metric_events.py): port state down->up flaps and
 --          `link_downed` deltas on one (node, device, port) that start before the attempt's first NCCL error (or its
---          end when NCCL printed nothing). 1-2 outages -> 0.75, >= 3 (a flapping port, attribution-ideas §4) -> 0.85.
+--          end when NCCL printed nothing). 1-2 outages -> 0.75, >= 3 (a flapping port) -> 0.85.
 --          Error-counter deltas (symbol_error, link_error_recovery, port_rcv_errors, ...) without an outage mean a
 --          marginal link: network/ib_port_errors at 0.5; next to an outage they only confirm it. Outages that start
 --          after the first NCCL error are ignored (a consequence, e.g. a node reboot), port-up samples are context.

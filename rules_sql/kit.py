@@ -30,29 +30,17 @@ class KitDirs:
     patterns: list[Path]  # pattern folders after the built-ins
 
 
-def checkout_fixtures_dir() -> Path | None:
-    """`tests/rules` of the source checkout this package runs from (an editable install), else None: the built-in
-    fixtures are not shipped in the wheel."""
-    root = Path(__file__).resolve().parents[1]
-    folder = root / "tests" / "rules"
-    if (root / "pyproject.toml").is_file() and (root / "rules_sql").is_dir() and folder.is_dir():
-        return folder
-    return None
-
-
 def resolve_dirs(config: Config, dirs: Sequence[str], pattern_dirs: Sequence[str] = ()) -> KitDirs:
-    """Fixture folders = DIR arguments, or the config's rule folders plus the checkout's `tests/rules`. Rule folders =
-    the config's plus every fixture folder that holds rule files (rules and fixtures may sit side by side)."""
+    """Fixture folders = DIR arguments, or the config's rule folders plus the built-in rules' folder (the package's
+    `rules_sql`, whose fixtures ship beside the rules). Rule folders = the config's plus every fixture folder that
+    holds rule files (rules and fixtures may sit side by side), the built-in ones being loaded anyway."""
     if dirs:
         fixtures = [Path(d) for d in dirs]
         for d in fixtures:
             if not d.is_dir():
                 raise BadInput(str(d), "DIR", "no such directory")
     else:
-        fixtures = [Path(d) for d in config.rules.dirs]
-        builtin = checkout_fixtures_dir()
-        if builtin is not None:
-            fixtures.append(builtin)
+        fixtures = [Path(d) for d in config.rules.dirs] + [builtin_rules_dir()]
     rules = _unique([Path(d) for d in config.rules.dirs] + [d for d in fixtures if rule_files(d)])
     rules = [d for d in rules if d.resolve() != builtin_rules_dir().resolve()]
     patterns = _unique([Path(d) for d in (*config.patterns.dirs, *pattern_dirs)])
@@ -103,8 +91,7 @@ def lint(dirs: KitDirs) -> tuple[list[str], str]:
             problems.append(str(e))
 
     known = {r.id for r in rules}
-    builtin = checkout_fixtures_dir()
-    with_builtin = builtin is not None and any(d.resolve() == builtin.resolve() for d in dirs.fixtures)
+    with_builtin = any(d.resolve() == builtin_rules_dir().resolve() for d in dirs.fixtures)
     user_folders = {d.resolve() for d in dirs.rules}
     tested = {c.rule for c in cases}
     for rule in rules:

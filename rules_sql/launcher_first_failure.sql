@@ -1,7 +1,7 @@
 -- id: launcher_first_failure
 -- detects: launcher hints at the first-failing rank: torchrun's "Root Cause (first observed failure)" entry, and the
---          task missing from an srun "Terminated" task list (log-formats §10, §13: with --kill-on-bad-exit the failing
---          task is absent, the listed ones are collateral). Confirmations only: they corroborate a root of any domain
+--          task missing from an srun "Terminated" task list (with srun --kill-on-bad-exit the failing task is absent,
+--          the listed ones are collateral). Confirmations only: they corroborate a root of any domain
 --          on that node (one row per domain, since confirmations join the chosen cause by domain and node).
 -- domain: none of its own (confirmation for hardware/software/application/infrastructure/network)
 -- inputs: events(kind in torchrun_failure, slurm_task_exit), attempts(rank_map)

@@ -2,7 +2,7 @@
 -- detects: what slurmstepd/srun print when the scheduler ends a job: time limit, preemption, node failure, requeue,
 --          a plain cancel, and node failures named by srun/salloc. A plain cancel (no DUE TO) is a user/admin cancel
 --          only when the scheduler state is CANCELLED or unknown; otherwise it is srun tearing down the step after
---          another failure (e.g. the OOM sequence of log-formats §7) and only a symptom.
+--          another failure (e.g. after slurmstepd detected an oom_kill event) and only a symptom.
 -- domain: infrastructure/time_limit, preemption, node_failure, maintenance, cancelled
 -- inputs: events(kind in slurm_cancel, slurm_node_failure), attempts(state)
 WITH cancels AS (

@@ -1,7 +1,7 @@
 -- id: straggler
 -- detects: a rank whose COMPUTE time per step (Megatron forward-compute + backward-compute timers, `compute_ms=`;
 --          transforms/patterns/progress_timing.yaml) is > 1.3x the median of its peers in >= 3 of the last 5 timing
---          windows (attribution-ideas §7: synchronous collectives equalise the total step time, so the total is not
+--          windows (synchronous collectives equalise the total step time, so the total is not
 --          compared; persistence k-of-n is required). A window is the reported iteration, else the n-th report of
 --          the rank; only windows with >= 3 reporting ranks count. Weak (0.45): a slow rank rarely ends a job alone.
 -- domain: hardware/straggler

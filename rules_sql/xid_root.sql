@@ -1,38 +1,55 @@
 -- id: xid_root
 -- detects: an NVRM Xid whose catalog class can start a failure; secondary/informational Xids (43, 45, 63, 154, ...) only confirm
 -- domain: from xid_catalog.typical_domain / typical_subdomain (hardware/*, software/driver, application/cuda_error)
--- inputs: events(kind = xid), xid_catalog, gpu_ranks
-SELECT
-    e.attempt_id,
-    e.event_id,
-    'xid_root' AS rule_id,
-    CASE
-        WHEN c.typical_domain IS NULL OR c.typical_domain = 'info' THEN 'confirmation'
-        WHEN json_extract_string(e.fields, '$.caused_by_xid') IS NOT NULL THEN 'confirmation'
-        ELSE 'root'
-    END AS role,
-    nullif(c.typical_domain, 'info') AS domain,
-    nullif(c.typical_subdomain, 'info') AS subdomain,
-    e.node AS culprit_node,
-    coalesce(g.rank, e.rank) AS culprit_rank,
-    e.gpu,
-    CASE WHEN e.gpu IS NOT NULL THEN 'gpu' ELSE 'node' END AS granularity,
-    CASE
-        WHEN c.typical_domain = 'hardware' AND coalesce(e.severity, 'fatal') = 'fatal' THEN 0.95
-        WHEN c.typical_domain = 'hardware' THEN 0.6  -- NVLink5 "Nonfatal" units
-        WHEN c.typical_domain = 'software' THEN 0.75
-        ELSE 0.7
-    END AS strength,
-    e.ts,
-    printf('Xid %d (%s)%s on %s GPU %s', e.code, coalesce(e.code_text, c.mnemonic, 'UNKNOWN_XID'),
-           CASE WHEN e.severity IS NOT NULL THEN ' ' || e.severity ELSE '' END,
-           coalesce(e.node, '?'), coalesce(e.gpu, '?')) AS summary,
-    CASE
-        WHEN c.typical_domain = 'hardware' THEN 'drain_node'
-        WHEN c.typical_domain = 'software' THEN 'investigate'
-        ELSE 'restart'
-    END AS action
-FROM events e
-LEFT JOIN xid_catalog c ON c.code = e.code
-LEFT JOIN gpu_ranks g ON g.attempt_id = e.attempt_id AND g.node = e.node AND g.gpu = e.gpu
-WHERE e.kind = 'xid'
+-- inputs: events(kind = xid), xid_catalog, gpu_ranks, attempts(gpu_model)
+-- On an NVL72 rack (GB200/GB300) an Xid 149 whose sub-code (bits 20-25 of the first payload word) is 0x20-0x25
+-- INVESTIGATE_PEER_DEVICE points at the far end of the link, which may sit on another tray: the reporting node stays
+-- the only node we can name, but the cause is localised to the NVLink `group` at reduced strength (HGX boards keep both
+-- ends inside the node, so there the node stays the culprit).
+WITH hits AS (
+    SELECT
+        e.attempt_id,
+        e.event_id,
+        'xid_root' AS rule_id,
+        CASE
+            WHEN c.typical_domain IS NULL OR c.typical_domain = 'info' THEN 'confirmation'
+            WHEN json_extract_string(e.fields, '$.caused_by_xid') IS NOT NULL THEN 'confirmation'
+            ELSE 'root'
+        END AS role,
+        nullif(c.typical_domain, 'info') AS domain,
+        nullif(c.typical_subdomain, 'info') AS subdomain,
+        e.node AS culprit_node,
+        coalesce(g.rank, e.rank) AS culprit_rank,
+        e.gpu,
+        CASE WHEN e.gpu IS NOT NULL THEN 'gpu' ELSE 'node' END AS granularity,
+        CASE
+            WHEN c.typical_domain = 'hardware' AND coalesce(e.severity, 'fatal') = 'fatal' THEN 0.95
+            WHEN c.typical_domain = 'hardware' THEN 0.6  -- NVLink5 "Nonfatal" units
+            WHEN c.typical_domain = 'software' THEN 0.75
+            ELSE 0.7
+        END AS strength,
+        e.ts,
+        printf('Xid %d (%s)%s on %s GPU %s', e.code, coalesce(e.code_text, c.mnemonic, 'UNKNOWN_XID'),
+               CASE WHEN e.severity IS NOT NULL THEN ' ' || e.severity ELSE '' END,
+               coalesce(e.node, '?'), coalesce(e.gpu, '?')) AS summary,
+        CASE
+            WHEN c.typical_domain = 'hardware' THEN 'drain_node'
+            WHEN c.typical_domain = 'software' THEN 'investigate'
+            ELSE 'restart'
+        END AS action,
+        coalesce(
+            e.code = 149
+            AND regexp_matches(upper(coalesce(a.gpu_model, '')), 'GB200|GB300|NVL72')
+            AND ((TRY_CAST(split_part(trim(json_extract_string(e.fields, '$.payload')), ' ', 1) AS BIGINT) >> 20) & 63) BETWEEN 32 AND 37,
+            false) AS peer
+    FROM events e
+    LEFT JOIN xid_catalog c ON c.code = e.code
+    LEFT JOIN gpu_ranks g ON g.attempt_id = e.attempt_id AND g.node = e.node AND g.gpu = e.gpu
+    LEFT JOIN attempts a ON a.attempt_id = e.attempt_id
+    WHERE e.kind = 'xid'
+)
+SELECT * EXCLUDE (peer) REPLACE (
+    CASE WHEN peer THEN 'group' ELSE granularity END AS granularity,
+    CASE WHEN peer THEN least(strength, 0.7) ELSE strength END AS strength,
+    CASE WHEN peer THEN summary || ' (INVESTIGATE_PEER_DEVICE: the peer GPU may be on another NVL72 tray)' ELSE summary END AS summary)
+FROM hits

@@ -9,7 +9,7 @@ from firstfault.connectors.flight_recorder import load_dump, read_dumps
 from firstfault.transforms.flight_recorder_events import flight_recorder_events
 from firstfault.connectors.static_context import context_from_dict
 
-FIXTURES = Path(__file__).parent / "fixtures" / "flight_recorder"
+FIXTURES = Path(__file__).parents[1] / "rules_sql" / "flight_recorder_dumps"  # shipped with the fixtures that read them
 
 
 def _ctx(tmp_path=None):

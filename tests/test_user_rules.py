@@ -11,7 +11,7 @@ from firstfault.cli import main
 from firstfault.config import load_config
 from firstfault.errors import BadInput
 
-BUILTIN_FIXTURES = Path(__file__).parent / "rules"
+BUILTIN_FIXTURES = Path(__file__).parents[1] / "rules_sql"
 
 FIRSTFAULT_TOML = """\
 [rules]

@@ -1,5 +1,6 @@
--- Fleet aggregates (CONTRACTS §4, attribution-ideas §3, §5, §8), rebuilt from the warehouse by firstfault/fleet.py in
--- one transaction. Each block starts with a `-- block: <name>` line and is one statement. Inputs prepared by fleet.py:
+-- Fleet aggregates (repeat offenders, port hotspots, incidents, GPU-model trends), rebuilt from the warehouse by
+-- firstfault/fleet.py in one transaction. Each block starts with a `-- block: <name>` line and is one statement.
+-- Inputs prepared by fleet.py:
 --   fleet_params  one row: run_day DATE and the [fleet] thresholds of firstfault.toml
 --   topology      node, device (NULL = every NIC of the node), switch, switch_port (empty without a topology file)
 -- Nothing here reads the clock: the windows end at run_day (default: the latest attempt day in the warehouse), so a
@@ -47,7 +48,7 @@ LEFT JOIN _gpu_identity l ON l.latest AND l.node = a.root_cause.node AND l.gpu =
 WHERE a.verdict = 'attributed' AND a.root_cause.node IS NOT NULL AND a.root_cause.gpu IS NOT NULL;
 
 -- block: node_offenders
--- Repeat offenders (attribution-ideas §5): per node and per GPU, attributed failures by domain in the short and long
+-- Repeat offenders: per node and per GPU, attributed failures by domain in the short and long
 -- windows, and an escalating recommendation: the same Xid on the same GPU in >= xid_repeat_count attempts (not an
 -- exempt Xid) -> hardware_inspection; >= drain_count hardware attributions within drain_window_days -> drain;
 -- >= watch_count attributed failures in the long window -> watch; else none. A node inherits its GPUs' Xid repeats.
@@ -118,11 +119,11 @@ WINDOW w AS (ORDER BY CASE recommendation WHEN 'hardware_inspection' THEN 0 WHEN
 ORDER BY position;
 
 -- block: _net_edges
--- Network implications (attribution-ideas §3): one row per NCCL NET/IB completion error (reporter host + its HCA/port,
+-- Network implications: one row per NCCL NET/IB completion error (reporter host + its HCA/port,
 -- the peer resolved to a node, else its address; WR_FLUSH_ERR status 5 is secondary and left out), per kernel/metric
 -- link outage (ib_link down, ib_port_down, ib_port_flap: one end, no peer), and per root cause of domain network.
 -- Attempts attributed to another domain are left out: their NET/IB errors are the cascade of that cause (a GPU that
--- fell off the bus makes its peers' QPs fail), not evidence against the fabric (attribution-ideas §3, nccl#795).
+-- fell off the bus makes its peers' QPs fail), not evidence against the fabric (NVIDIA/nccl#795).
 CREATE OR REPLACE TEMP TABLE _net_edges AS
 SELECT e.attempt_id, e.event_id, e.kind, e.node AS host, e.device, e.port, coalesce(e.peer_node, e.peer_addr) AS peer,
        coalesce(e.ts, a.fail_ts) AS ts, a.verdict, a.domain, a.fail_day, a.age_days

@@ -120,8 +120,7 @@ def unchanged_attempts(path: str, fingerprints: dict[str, str], version: str) ->
 
 
 def workload_history(path: str, workloads: Sequence[tuple[str, str]]) -> pa.Table | None:
-    """Earlier verdicts of the (cluster, workload_id) pairs as rows of the `history` relation, without the root
-    fingerprint; None when the warehouse cannot be read (no history is never a failed attribution)."""
+    """Earlier verdicts of the (cluster, workload_id) pairs as rows of the `history` relation; None when the warehouse cannot be read (no history is never a failed attribution)."""
     try:
         con = connect_reader(path)
     except Exception:  # noqa: BLE001 - missing, locked past the wait or corrupt: no history
@@ -132,7 +131,6 @@ def workload_history(path: str, workloads: Sequence[tuple[str, str]]) -> pa.Tabl
         return con.sql(
             "SELECT a.attempt_id, a.workload_id, a.cluster, CAST(a.attempt AS BIGINT) AS attempt, a.verdict, a.domain, a.subdomain, "
             "CAST(a.culprit_nodes AS VARCHAR[]) AS culprit_nodes, "
-            "concat_ws('|', a.domain, a.subdomain, array_to_string(list_sort(a.culprit_nodes), ',')) AS root_fingerprint, "
             "(SELECT max(e.iteration) FROM events e WHERE e.attempt_id = a.attempt_id AND e.kind = 'progress') AS progress, "
             "CAST(a.start_ts AS TIMESTAMP) AS start_ts "
             "FROM attributions a JOIN wanted USING (cluster, workload_id)"

@@ -1,5 +1,6 @@
--- The firstfault warehouse (CONTRACTS §4). One DuckDB file, one writer at a time; every load replaces the rows
--- of the attempts it carries, so re-runs add nothing.
+-- The firstfault warehouse: the verdicts, evidence, events and rule hits of every attributed attempt, and the runs
+-- that loaded them. One DuckDB file, one writer at a time; every load replaces the rows of the attempts it carries, so
+-- re-runs add nothing.
 
 CREATE TABLE IF NOT EXISTS attributions (
     attempt_id        VARCHAR PRIMARY KEY,

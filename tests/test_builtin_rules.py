@@ -1,13 +1,11 @@
-"""Every rule's positive and negative fixtures (tests/rules/<rule_id>.yaml), attributed in one rules pass."""
-from pathlib import Path
-
+"""Every built-in fixture case (rules_sql/<id>.yaml beside rules_sql/<id>.sql, and the `_*.yaml` cases of the ranking
+scripts), attributed in one rules pass."""
 import pytest
 
-from firstfault.rules_sql.engine import load_rules
 from firstfault.rules_sql.cases import load_cases, run_cases
+from firstfault.rules_sql.engine import builtin_rules_dir, load_rules
 
-HERE = Path(__file__).parent
-CASES = load_cases([HERE])
+CASES = load_cases([builtin_rules_dir()])
 
 
 @pytest.fixture(scope="module")
@@ -23,4 +21,4 @@ def test_rule_case(case, outcomes):
 @pytest.mark.parametrize("rule", load_rules(), ids=lambda r: r.id)
 def test_every_rule_has_positive_and_negative_cases(rule):
     kinds = {c.kind for c in CASES if c.rule == rule.id}
-    assert kinds == {"positive", "negative"}, f"{rule.id} needs positive and negative fixtures in tests/rules/{rule.id}.yaml"
+    assert kinds == {"positive", "negative"}, f"{rule.id} needs positive and negative fixtures in rules_sql/{rule.id}.yaml"
