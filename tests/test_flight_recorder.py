@@ -42,11 +42,11 @@ def test_real_dumps_load_one_row_per_entry(case, empty):
 
 class _Evil:
     def __reduce__(self):
-        return (os.system, ("touch /tmp/pwned_firstfault_fr",))
+        return (os.system, ('touch "${TMPDIR:-/tmp}/pwned_firstfault_fr"',))  # the marker of a pickle that ran
 
 
 def test_a_pickle_that_calls_a_function_is_refused_not_run(tmp_path):
-    marker = Path("/tmp/pwned_firstfault_fr")
+    marker = Path(os.environ.get("TMPDIR", "/tmp"), "pwned_firstfault_fr")  # where _Evil would touch it
     marker.unlink(missing_ok=True)
     for protocol in (0, 2, pickle.HIGHEST_PROTOCOL):
         bad = tmp_path / f"_dump_{protocol}"

@@ -1,4 +1,4 @@
-"""The Slurm connector against a real one-node cluster with accounting (.ci/slurm-up.sh; .ci/run starts it).
+"""The Slurm connector against a real one-node cluster with accounting (scripts/slurm-up.sh; scripts/setup-and-test.sh starts it).
 
 Three jobs are submitted at once: one killed by its time limit (fast path: `--time=1`, then `TimeLimit=0` once
 step .0 runs; it ends at the controller's next 30 s sweep), one whose srun step dies with a Python traceback, and
@@ -73,7 +73,7 @@ def cluster_ready() -> bool:
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """The running cluster, or one started here (and stopped at the end) with .ci/slurm-up.sh."""
+    """The running cluster, or one started here (and stopped at the end) with scripts/slurm-up.sh."""
     search = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
     missing = [t for t in TOOLS if shutil.which(t, path=search) is None]
     if missing:
@@ -82,15 +82,15 @@ def slurm_cluster():
     if cluster_ready():
         yield
         return
-    state_dir = tempfile.mkdtemp(prefix="firstfault-slurm.", dir="/tmp")
+    state_dir = tempfile.mkdtemp(prefix="firstfault-slurm.")  # under TMPDIR: its parents must be traversable by slurm and mysql
     env = {**os.environ, "PATH": search, "STATE_DIR": state_dir}
-    up = subprocess.run(["bash", str(REPO / ".ci" / "slurm-up.sh")], env=env, capture_output=True, text=True, check=False, timeout=300)
+    up = subprocess.run(["bash", str(REPO / "scripts" / "slurm-up.sh")], env=env, capture_output=True, text=True, check=False, timeout=300)
     if up.returncode:
-        pytest.fail(f".ci/slurm-up.sh failed ({up.returncode}):\n{up.stdout}{up.stderr}", pytrace=False)
+        pytest.fail(f"scripts/slurm-up.sh failed ({up.returncode}):\n{up.stdout}{up.stderr}", pytrace=False)
     try:
         yield
     finally:
-        subprocess.run(["bash", str(REPO / ".ci" / "slurm-down.sh")], env=env, capture_output=True, check=False, timeout=300)
+        subprocess.run(["bash", str(REPO / "scripts" / "slurm-down.sh")], env=env, capture_output=True, check=False, timeout=300)
         shutil.rmtree(state_dir, ignore_errors=True)  # the database alone is ~180 MB
 
 

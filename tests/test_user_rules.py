@@ -1,5 +1,5 @@
-"""Site rules and patterns from a config folder (README "Adding a rule for a new failure pattern"), Python rules, and
-the rule test kit (`firstfault rules test|lint`). The worked example's files below are the README's, verbatim."""
+"""Site rules and patterns from a config folder (docs/rules.md, "Worked example"), Python rules, and the rule test kit
+(`firstfault rules test|lint`). The worked example's files below are those of docs/rules.md, verbatim."""
 import json
 import shutil
 import sys
@@ -72,7 +72,7 @@ cases:
       no_hits: [{rule_id: lustre_error}]
 """
 
-# A Python rule (README "Python rules"): errors from several nodes naming the same Lustre target confirm that the
+# A Python rule (docs/rules.md, "Python rules"): errors from several nodes naming the same Lustre target confirm that the
 # target, not one client node, stalled.
 PYTHON_RULE = '''\
 """Lustre errors from two or more nodes naming the same OST/MDT confirm the filesystem cause."""
@@ -281,7 +281,7 @@ def test_lint_catches_missing_negative_case_and_duplicate_id(tmp_path, capsys):
     assert f"{rules / 'segfault.sql'}: field 'id': duplicate rule id" in out
 
 
-def test_readme_shows_the_worked_example_verbatim():
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+def test_the_docs_show_the_worked_example_verbatim():
+    doc = (Path(__file__).parents[1] / "docs" / "rules.md").read_text()
     for text in (FIRSTFAULT_TOML, LUSTRE_PATTERN, LUSTRE_RULE, LUSTRE_FIXTURES, PYTHON_RULE):
-        assert text in readme
+        assert text in doc

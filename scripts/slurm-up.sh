@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Start a one-node Slurm cluster with slurmdbd accounting (MariaDB), without systemd, for the live Slurm tests
-# (tests/test_slurm_live.py). Run as root with the Debian packages of .ci/run installed; stop it with slurm-down.sh.
+# (tests/test_slurm_live.py). Run as root with the Debian packages of setup-and-test.sh installed (which runs this);
+# stop it with slurm-down.sh.
 #
-#   STATE_DIR  a fresh folder under /tmp for the database, spool, logs and pid files (default /tmp/firstfault-slurm)
+#   STATE_DIR  a fresh folder for the database, spool, logs and pid files (default /tmp/firstfault-slurm); its
+#              parents must be traversable by the slurm and mysql users
 #   CLUSTER    ClusterName (default ci)          DB_PORT  MariaDB port on 127.0.0.1 (default 3306)
 #
 # The node is always `node1` (not the machine's random host name) and advertises two `gpu:h100` GRES backed by
