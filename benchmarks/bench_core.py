@@ -26,7 +26,7 @@ NODES_PER_ATTEMPT = 4
 
 
 def block(attempt: int, nodes: list[str], rng: random.Random) -> bytes:
-    """~2,000 lines of training output in the shapes of log-formats.md (mostly noise, a few trigger lines)."""
+    """~2,000 lines of training output in the shapes real training jobs print (mostly noise, a few trigger lines)."""
     lines = []
     for i in range(2000):
         r = rng.randrange(len(nodes) * 8)

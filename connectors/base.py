@@ -23,7 +23,7 @@ from firstfault.connectors.static_context import AttemptContext, LogSpec, contex
 
 @dataclass
 class Report:
-    """One `connector_reports` row (CONTRACTS §3): what a connector fetched, or why it fetched nothing."""
+    """One `connector_reports` row: what a connector fetched, or why it fetched nothing."""
     connector: str
     source: str
     uri: str

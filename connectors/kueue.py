@@ -1,5 +1,5 @@
 """Kueue workloads as attempts: a Workload, its JobSet or Job, their Pods and the Nodes they ran on become one
-AttemptContext per admission (docs/readme-parts/kueue.md).
+AttemptContext per admission (docs/connectors.md).
 
 The objects come either from the Kubernetes API (`[kubernetes] url`) or from a folder of captured
 `kubectl get ... -o json` documents (`[kueue] documents`); both hand the same objects to the pure parsing below
@@ -46,7 +46,7 @@ JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 GPU_RESOURCE = "nvidia.com/gpu"
 KINDS = ("Workload", "JobSet", "Job", "Pod", "Node")
 
-# Why an admission ended (Workload `Evicted` reason) -> the attempt's state in Slurm vocabulary (CONTRACTS §2).
+# Why an admission ended (Workload `Evicted` reason) -> the attempt's state in Slurm vocabulary.
 # PodsReadyTimeout is start-up trouble (image pulls, scheduling), a failure that needs the logs to explain it.
 EVICTION_STATES = {
     "Preempted": "PREEMPTED", "MaximumExecutionTimeExceeded": "TIMEOUT", "PodsReadyTimeout": "FAILED",

@@ -34,7 +34,7 @@ MAX_POINTS = 11_000
 
 
 def _dcgm(*names: str) -> str:
-    """A selector for a DCGM field under its old and new names (schedulers-and-telemetry §5): a cluster exports one.
+    """A selector for a DCGM field under its old and new names: a cluster exports one.
     dcgm-exporter names the node in `Hostname` wherever it runs (in Kubernetes `instance` is the exporter pod's IP)."""
     if len(names) == 1:
         return f"DCGM_FI_DEV_{names[0]}{{{{nodes:Hostname}}}}"

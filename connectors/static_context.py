@@ -1,4 +1,4 @@
-"""Static execution context (CONTRACTS §2): load, validate, normalise one ATTEMPT.yaml/JSON."""
+"""Static execution context: load, validate, normalise one ATTEMPT.yaml/JSON."""
 from __future__ import annotations
 
 import json
@@ -129,7 +129,7 @@ def context_from_dict(doc: Any, spec_uri: str, base_uri: str) -> AttemptContext:
 
 
 def context_to_dict(ctx: AttemptContext) -> dict[str, Any]:
-    """The static context (CONTRACTS §2) that reads back as `ctx`, with every path made absolute: how a context
+    """The static context that reads back as `ctx`, with every path made absolute: how a context
     discovered from a scheduler is kept in the lake, and what `attribute --static` can re-run by hand."""
     def absolute(path: str) -> str:
         return path if "://" in path or path.startswith("/") else posixpath.join(ctx.base_uri, path)

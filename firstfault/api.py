@@ -1,6 +1,6 @@
 """`firstfault api`: attribution over HTTP for tools that cannot run the CLI (incident bots, schedulers' epilogs).
 
-    POST /v1/attribute          a static context (CONTRACTS §2 keys as JSON, relative paths resolved against
+    POST /v1/attribute          a static context (the keys of docs/static-context.md as JSON, relative paths resolved against
                                 `base_dir` or the server's working directory) -> its verdict object;
                                 {"slurm": "JOBID[:ATTEMPT]"} | {"kueue": "NS/WL"} | {"scheduler": "NAME:REF"}
                                 -> a list of verdict objects (one id may name several attempts: requeues)
@@ -132,7 +132,7 @@ def _static_context(body: dict) -> AttemptContext:
 
 def create_app(config: Config) -> FastAPI:
     attributor = Attributor(config)
-    app = FastAPI(title="firstfault", description="Why did this training attempt fail? (CONTRACTS §3 verdicts)")
+    app = FastAPI(title="firstfault", description="Why did this training attempt fail? (verdicts as in docs/verdict.md)")
 
     def reply(status: int, content: Any) -> Response:
         # the verdict exactly as `attribute --json` serialises it (Starlette's JSONResponse differs on NaN and non-JSON types)

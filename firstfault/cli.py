@@ -1,4 +1,4 @@
-"""`firstfault` command line (CONTRACTS §1). Exit 0 on success whatever the verdict, 2 on bad input, 1 otherwise."""
+"""`firstfault` command line. Exit 0 on success whatever the verdict, 2 on bad input, 1 otherwise."""
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,4 @@
-"""`firstfault rules test|lint`: the rule test kit for built-in and site rules (README "Adding a rule")."""
+"""`firstfault rules test|lint`: the rule test kit for built-in and site rules (docs/rules.md)."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,4 +1,4 @@
-"""The embedded demo: attempts with known failures written in the real line formats of log-formats.md.
+"""The embedded demo: attempts with known failures written in the line formats real clusters print.
 
 Every attempt gets a static context (`attempts/<name>/attempt.yaml`), an application log as `srun --label` prints
 it, and a kernel log per node in one of the kernel formats (syslog without a year, `dmesg -T`, ISO dmesg). The

@@ -1,6 +1,6 @@
 """Line writers shared by the demo (firstfault/demo.py) and the fleet simulator (firstfault/simulate.py).
 
-A Scenario collects the lines of one attempt in the real formats of log-formats.md: the application log as
+A Scenario collects the lines of one attempt in the formats real clusters print: the application log as
 `srun --label` prints it (`<rank>: ` prefixes, `[rankN]:` glog lines, NCCL INFO/WARN lines) and one kernel log per
 node (syslog without a year, `dmesg -T`, ISO dmesg). `skew` (seconds per node, default none) shifts every stamp a node
 prints, as a node clock that is off would.

@@ -1,4 +1,4 @@
-"""The line catalog: every sample line of log-formats.md (tests/catalog/*.yaml), run through the production path
+"""The line catalog: a sample line of every known shape (tests/catalog/*.yaml), run through the production path
 (decorations, timestamps, placement, extraction), yields exactly the expected events.
 
 Case format (one YAML list per family file)::

@@ -163,7 +163,7 @@ def test_from_config_and_registry(tmp_path):
         from_config(load_config(str(toml)))
 
 
-# --- end to end: the headline case (CONTRACTS §5) ---------------------------------------------------------------
+# --- end to end: the headline case ---------------------------------------------------------------
 
 def headline_streams():
     """The demo's headline attempt as Loki would hold it: each node's training output (`job="training"`, without

@@ -1,6 +1,6 @@
 """Strip the decorations (stamps, labels, prefixes) from the start of log lines, keeping what they say.
 
-The forms are those of section 0 of the log-format reference. They nest in a fixed order, outside-in:
+The forms nest in a fixed order, outside-in:
 
     srun label, clock header, "kernel:" tag, dmesg stamp, [rankN]:, application stamp, glog stamp
 

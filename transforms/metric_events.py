@@ -4,7 +4,7 @@ Input: the landed `metrics` rows (attempt_id, ts, node, metric, value, gpu, port
 Every series is one (attempt_id, node, metric, gpu, port), ordered by ts; all work is window expressions over those
 series (no per-row Python). Metric names are matched case-insensitively after removing the usual prefixes and
 suffixes (`DCGM_FI_DEV_`, `node_infiniband_`, `infiniband_port_`, `infiniband_`, `ib_`, `_total`), and both DCGM
-spellings (old/new field names, schedulers-and-telemetry §5) map to one internal name.
+spellings (old/new field names) map to one internal name.
 
 Kinds:
 

@@ -1,4 +1,4 @@
-"""Events that span several log lines (log-formats.md §8.6, §10, §11).
+"""Events that span several log lines.
 
 The engine (``transforms/extract.py``) keeps every line that contains one of :data:`MULTILINE_TRIGGERS` (or a
 pattern trigger) in one candidate frame and hands it to each of :data:`ASSEMBLERS`. An assembler sees the candidate

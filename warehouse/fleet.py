@@ -3,7 +3,7 @@
 `rebuild()` opens the warehouse as the single writer, runs the blocks of `warehouse/fleet.sql` and replaces the four
 tables in one transaction. Thresholds come from `[fleet]` in firstfault.toml (`firstfault.config.FleetSettings`).
 
-Poisson intervals (attribution-ideas §8): the exact (Garwood) 95 % interval for k events over an exposure T,
+Poisson intervals: the exact (Garwood) 95 % interval for k events over an exposure T,
 [χ²₀.₀₂₅(2k)/2T, χ²₀.₉₇₅(2k+2)/2T], computed without scipy by bisection on the Poisson CDF (terms in log space with
 `math.lgamma`): χ²_p(2k)/2 is the λ with P(X ≥ k; λ) = p, and χ²_{1-p}(2k+2)/2 the λ with P(X ≤ k; λ) = p. Bisection
 runs to a relative width of 1e-12, so the bounds are exact to printing precision.

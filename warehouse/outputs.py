@@ -1,7 +1,7 @@
 """Where verdicts go besides the DuckDB warehouse and stdout: `--output sqlite:PATH` (a SQLite store for tools
 that expect one) and `--output jsonl:PATH` (an appended stream of verdict objects for incident management).
 
-Both carry the verdict exactly as `attribute --json` prints it (CONTRACTS §3, `schema_version` included): the
+Both carry the verdict exactly as `attribute --json` prints it (docs/verdict.md, `schema_version` included): the
 warehouse stays the source of truth and these are copies of its rows, written after each load.
 """
 from __future__ import annotations

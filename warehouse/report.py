@@ -1,4 +1,4 @@
-"""`firstfault report`: a self-contained offline HTML view of a warehouse (CONTRACTS §1), and Prefect artifacts.
+"""`firstfault report`: a self-contained offline HTML view of a warehouse, and Prefect artifacts.
 
 No server, no CDN, no JavaScript framework: inline CSS, inline SVG charts drawn here. Every text that comes from a
 log or from the warehouse goes through `esc` (html.escape) — logs are untrusted. The warehouse is opened read-only.

@@ -1,4 +1,4 @@
-"""The headline case end to end through the CLI (CONTRACTS §5)."""
+"""The headline case end to end through the CLI."""
 import json
 import shutil
 from pathlib import Path

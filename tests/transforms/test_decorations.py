@@ -1,4 +1,4 @@
-"""strip_decorations on the real sample lines of log-formats.md section 0 and the sections that quote them."""
+"""strip_decorations on real sample lines of every decoration."""
 import polars as pl
 import pytest
 
