@@ -81,7 +81,7 @@ class ScheduleSettings:
 
 @dataclass(frozen=True)
 class FleetSettings:
-    # fleet aggregates (warehouse/fleet.sql, firstfault/fleet.py); windows end at the run day (UTC)
+    # fleet aggregates (warehouse/fleet.sql, warehouse/fleet.py); windows end at the run day (UTC)
     short_window_days: int = 7       # node_offenders *_7d columns
     long_window_days: int = 30       # node_offenders *_30d columns, port_hotspots window
     drain_count: int = 2             # hardware attributions on one node/GPU within drain_window_days -> `drain`

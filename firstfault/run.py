@@ -138,7 +138,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet
         }
     finally:
         con.close()
-    # input_fingerprint (firstfault/inputs.py): `fingerprints` by attempt_id when the caller has them (nightly)
+    # input_fingerprint (connectors/fingerprint.py): `fingerprints` by attempt_id when the caller has them (nightly)
     by_id = {c.attempt_id: c for c in contexts}
     known = fingerprints or {}
     values = [known[i] if i in known else (safe_input_fingerprint(by_id[i]) if i in by_id else None)

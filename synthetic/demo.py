@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from firstfault.connectors.static_context import load_static_context
-from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attempt  # noqa: F401  (shared with firstfault/simulate.py)
+from firstfault.synthetic.logwriters import Scenario, write_attempt
 from firstfault.synthetic.simulate import simulate
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
@@ -164,7 +164,7 @@ def write_demo(root: str | Path) -> list[Path]:
 
 
 def run_demo(directory: str, fleet: int = 0) -> tuple[str, list[str]]:
-    """Write the scenarios (and, with `fleet`, a small simulated fleet under DIR/fleet, firstfault/simulate.py) and
+    """Write the scenarios (and, with `fleet`, a small simulated fleet under DIR/fleet, synthetic/simulate.py) and
     attribute everything through the nightly run, one night per day on which attempts ended. Returns the warehouse
     and the scenarios' attempt ids."""
     root = Path(directory).resolve()

@@ -1,4 +1,4 @@
-"""Line writers shared by the demo (firstfault/demo.py) and the fleet simulator (firstfault/simulate.py).
+"""Line writers shared by the demo (synthetic/demo.py) and the fleet simulator (synthetic/simulate.py).
 
 A Scenario collects the lines of one attempt in the formats real clusters print: the application log as
 `srun --label` prints it (`<rank>: ` prefixes, `[rankN]:` glog lines, NCCL INFO/WARN lines) and one kernel log per

@@ -1,7 +1,7 @@
 """A simulated fleet for measuring attribution accuracy (`firstfault simulate`, `firstfault evaluate`).
 
 `simulate` writes DIR/topology.yaml (node -> leaf switch and port), DIR/catalog/<day>/<attempt>/ (static context and
-logs in the line formats real clusters print, through the shared writers of firstfault/logwriters.py),
+logs in the line formats real clusters print, through the shared writers of synthetic/logwriters.py),
 DIR/truth.jsonl and DIR/fleet_truth.json (the injected repeat offenders: lemon nodes and the bad switch port). The truth of every attempt comes ONLY from the fault that was injected into it (the FAULTS table
 below), never from the rules. The failure mix follows the Llama 3 405B interruption table
 plus application failures and lifecycle endings. Deterministic for a seed.

@@ -1,4 +1,4 @@
-"""Fleet aggregates (warehouse/fleet.sql, firstfault/fleet.py) over a synthetic warehouse: a lemon node, a bad switch
+"""Fleet aggregates (warehouse/fleet.sql, warehouse/fleet.py) over a synthetic warehouse: a lemon node, a bad switch
 port, noise; rates with exact Poisson intervals; incidents; idempotent rebuilds."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 -- Fleet aggregates (repeat offenders, port hotspots, incidents, GPU-model trends), rebuilt from the warehouse by
--- firstfault/fleet.py in one transaction. Each block starts with a `-- block: <name>` line and is one statement.
+-- warehouse/fleet.py in one transaction. Each block starts with a `-- block: <name>` line and is one statement.
 -- Inputs prepared by fleet.py:
 --   fleet_params  one row: run_day DATE and the [fleet] thresholds of firstfault.toml
 --   topology      node, device (NULL = every NIC of the node), switch, switch_port (empty without a topology file)
