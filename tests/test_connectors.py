@@ -79,3 +79,21 @@ def test_lake_write_replaces_one_partition_only(tmp_path):
     assert lake.read("logs", "2026-11-29", "a~2F2").column("x").to_pylist() == [9]
     read = pl.scan_parquet(f"{tmp_path}/lake/logs/**/*.parquet", hive_schema={"day": pl.String, "attempt_key": pl.String}).collect()
     assert read["attempt_key"].to_list() == ["a~2F2"]
+
+
+def test_srun_labelled_megatron_lines_and_dmesg_r_lines_carry_their_own_stamps(tmp_path):
+    # Megatron's " [stamp] iteration …" after a padded srun label, and `dmesg -r` lines, used to inherit the file's
+    # first stamp (a job that trained until its time limit then looked like a hang)
+    (tmp_path / "train.log").write_text("".join(
+        f"23:  [2026-11-29 01:{m:02d}:08] iteration {m:>8}/  250000 | consumed samples: {m * 1024:>12} | lm loss: 2.5E+00 |\n"
+        for m in range(10, 13)))
+    (tmp_path / "node-01.dmesg").write_text("<6>[  100.000000] first\n<0>[  160.500000] Kernel panic - not syncing: hung_task: blocked tasks\n")
+    ctx = make_ctx(tmp_path, logs=[{"source": "applog", "path": "train.log"}, {"source": "dmesg", "path": "{node}.dmesg"}],
+                   boot_times={"node-01": "2026-11-29T00:58:20Z"})
+    lake = Lake(str(tmp_path / "lake"))
+    land_attempt(ctx, lake, load_patterns(), LandingSettings())
+    logs = pl.from_arrow(lake.read("logs", ctx.day, ctx.attempt_key)).sort("uri", "line")
+    stamps = {(r["uri"].rsplit("/", 1)[1], r["line"]): r["ts"].isoformat() for r in logs.iter_rows(named=True)}
+    assert [stamps[("train.log", n)] for n in (1, 2, 3)] == ["2026-11-29T01:10:08", "2026-11-29T01:11:08", "2026-11-29T01:12:08"]
+    assert [stamps[("node-01.dmesg", n)] for n in (1, 2)] == ["2026-11-29T01:00:00", "2026-11-29T01:01:00.500000"]
+    assert set(logs["rank"].drop_nulls()) == {23}

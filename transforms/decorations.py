@@ -63,16 +63,17 @@ _LAYERS = (
     _Layer(r"kernel: "),
     # dmesg stamps: seconds since boot (+ caller tag T…/C…; `dmesg -d` adds "<delta>"), dmesg -T, and the human
     # mode (`dmesg -H`): a minute stamp "[Nov29 01:49]" when the minute changes, "+seconds" since the previous
-    # message in between
+    # message in between; `dmesg -r` puts the raw level first ("<4>[2315424.099010] …")
     _Layer(
-        r"\[(?: *(?P<_delta>\+)?(?P<_mono>\d+\.\d+)(?: <[ \d.]+>)?\] ?(?:\[ *[TC]\d+\] ?)?"
+        r"(?:<\d{1,3}>)?\[(?: *(?P<_delta>\+)?(?P<_mono>\d+\.\d+)(?: <[ \d.]+>)?\] ?(?:\[ *[TC]\d+\] ?)?"
         rf"|{_DOW} (?P<_dt_mon>{_MON}) +(?P<_dt_day>\d{{1,2}}) (?P<_dt_time>{_HMS}) (?P<_dt_year>\d{{4}})\] ?"
         r"|(?P<_hm_mon>" + _MON + r")(?P<_hm_day>\d\d) (?P<_hm_time>(?:[01]\d|2[0-3]):[0-5]\d)\] ?)"
     ),
     _Layer(r"\[rank(?P<rank_prefix>\d{1,7})\]: ?"),
-    # Python logging / DeepSpeed (",mmm"), NCCL >= 2.26 WARN (no fraction), Fabric Manager
+    # Python logging / DeepSpeed (",mmm"), NCCL >= 2.26 WARN (no fraction), Fabric Manager; Megatron prints its
+    # stamp after a space (" [2024-08-01 09:44:55] iteration …"), which stays after an srun label is cut
     _Layer(
-        rf"\[(?:(?P<_py_date>{_DATE}) (?P<_py_time>{_HMS})(?:,(?P<_py_frac>\d+))?"
+        rf" ?\[(?:(?P<_py_date>{_DATE}) (?P<_py_time>{_HMS})(?:,(?P<_py_frac>\d+))?"
         rf"|(?P<_fm_mon>{_MON}) (?P<_fm_day>\d\d) (?P<_fm_year>\d{{4}}) (?P<_fm_time>{_HMS}))\] "
     ),
     # glog: the bracketed PyTorch c10 form "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] " (month not

@@ -80,6 +80,20 @@ CASES = [
         "NVRM: Xid (PCI:0000:01:00): 79",
         {"syslog_host": "192.168.11.119", "_iso_frac": "288830314", "_iso_off": "Z"},
     ),
+    # `dmesg -r`: the raw level before the since-boot stamp (leptonai/gpud#997)
+    (
+        "<0>[2315424.098863] Kernel panic - not syncing: hung_task: blocked tasks",
+        "Kernel panic - not syncing: hung_task: blocked tasks",
+        {"_mono": "2315424.098863"},
+    ),
+    # Megatron's progress line keeps its leading space before the stamp, also after a padded srun label
+    # (the line of the Megatron-LM pretraining log quoted in epfLLM/Megatron-LLM#11, with the stamp Megatron-LM's
+    # training_log prints before it)
+    (
+        "23:  [2024-08-01 09:44:55] iteration      122/  250000 | consumed samples:       124928 | lm loss: 2.504220E+00 |",
+        "iteration      122/  250000 | consumed samples:       124928 | lm loss: 2.504220E+00 |",
+        {"srun_label": 23, "_py_date": "2024-08-01", "_py_time": "09:44:55"},
+    ),
     # raw /dev/kmsg
     ("6,3964,206764307,-;nvidia-nvswitch2: open (major=510)", "nvidia-nvswitch2: open (major=510)", {"_kmsg_us": "206764307"}),
     # dmesg monotonic, caller tag, delta, -T
