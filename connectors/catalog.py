@@ -94,11 +94,15 @@ def discover_scheduled(config: Config, run_date: date) -> tuple[list[str], list[
     return specs, failures, len(connectors)
 
 
-def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str] = ()) -> tuple[list[Candidate], list[dict], int]:
-    """The attempts whose `end` falls on run_date (UTC), with their input fingerprints; malformed specs and
-    unreadable inputs become failure rows. Returns (candidates, failures, spec files seen)."""
+def discover(patterns: Sequence[str], days: Sequence[date], extra_specs: Sequence[str] = ()
+             ) -> tuple[dict[date, list[Candidate]], list[dict], int]:
+    """The attempts whose `end` falls on one of `days` (UTC), by day, with their input fingerprints: every spec is
+    read once whatever the number of days. Malformed specs and unreadable inputs become failure rows. Returns
+    (candidates by day, failures, spec files seen)."""
     specs = sorted(set(list_specs(patterns)) | set(extra_specs))
+    wanted = set(days)
     candidates: dict[str, Candidate] = {}
+    day_of: dict[str, date] = {}
     failures: list[dict] = []
     for uri in specs:
         try:
@@ -109,7 +113,8 @@ def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str]
         except Exception as e:  # noqa: BLE001 - one spec never sinks the night
             failures.append(run_failure(None, uri, "spec", f"{type(e).__name__}: {e}"))
             continue
-        if ctx.end is None or ctx.end.astimezone(timezone.utc).date() != run_date:
+        day = ctx.end.astimezone(timezone.utc).date() if ctx.end is not None else None
+        if day not in wanted:
             continue
         if ctx.attempt_id in candidates:
             failures.append(run_failure(ctx.attempt_id, uri, "discover", f"duplicate attempt_id, also in {candidates[ctx.attempt_id].spec_uri}"))
@@ -120,6 +125,10 @@ def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str]
             failures.append(run_failure(ctx.attempt_id, uri, "discover", f"inputs not listable: {type(e).__name__}: {e}"))
             continue
         candidates[ctx.attempt_id] = Candidate(uri, ctx.attempt_id, ctx.cluster, ctx.workload_id, fp)
+        day_of[ctx.attempt_id] = day
     for f in failures:
         log.warning("nightly: %s failed at %s: %s", f["spec_uri"], f["stage"], f["error"])
-    return [candidates[k] for k in sorted(candidates)], failures, len(specs)
+    by_day: dict[date, list[Candidate]] = {d: [] for d in sorted(wanted)}
+    for attempt_id in sorted(candidates):
+        by_day[day_of[attempt_id]].append(candidates[attempt_id])
+    return by_day, failures, len(specs)

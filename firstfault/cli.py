@@ -67,7 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     sql.set_defaults(handler=_sql)
 
     nightly = sub.add_parser("nightly", help="attribute every attempt of a catalog that ended on a UTC day (default yesterday)")
-    nightly.add_argument("--date", help="YYYY-MM-DD, the UTC day the attempts ended (default: yesterday)")
+    when = nightly.add_mutually_exclusive_group()
+    when.add_argument("--date", help="YYYY-MM-DD, the UTC day the attempts ended (default: yesterday)")
+    when.add_argument("--since", metavar="YYYY-MM-DD", help="backfill: every night from this UTC day to --until, one warehouse load per night")
+    nightly.add_argument("--until", metavar="YYYY-MM-DD", help="last night of a --since backfill, inclusive (default: yesterday)")
     nightly.add_argument("--config", help="firstfault.toml ([catalog] paths, [lake], [warehouse], [schedule] shards)")
     nightly.add_argument("--catalog", metavar="DIR_OR_URL", help="folder, bucket prefix or glob of static contexts (overrides [catalog] paths)")
     nightly.add_argument("--lake", help="lake root URL (default from the config)")
@@ -301,13 +304,15 @@ def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, si
 
 def _nightly(args) -> int:
     from firstfault.config import resolve_config
-    from firstfault.nightly import parse_run_date, render_summary
+    from firstfault.nightly import night_range, parse_run_date, render_summary
     from firstfault.warehouse.outputs import parse_outputs, write_outputs
     from firstfault.warehouse.read import stored_verdicts
 
     outputs = parse_outputs(args.output)
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
-    run_date = parse_run_date(args.date).isoformat()
+    if args.until and not args.since:
+        raise BadInput("--until", "until", "needs --since")
+    days = night_range(args.since, args.until) if args.since else [parse_run_date(args.date)]
     if args.shards < 0:
         raise BadInput("--shards", "shards", "must be >= 0")
     if args.address and args.runner != "dask":
@@ -316,15 +321,17 @@ def _nightly(args) -> int:
     if use_prefect:
         from firstfault.flows.nightly import run
 
-        summary = run(args.runner, args.address, run_date=run_date, config_path=args.config, catalog=args.catalog,
-                      lake_root=config.lake.root, warehouse_path=config.warehouse.path, force=args.force, shards=args.shards)
+        summaries = run(args.runner, args.address, run_date=days[0].isoformat(), until=days[-1].isoformat(),
+                        config_path=args.config, catalog=args.catalog, lake_root=config.lake.root,
+                        warehouse_path=config.warehouse.path, force=args.force, shards=args.shards)
     else:
-        from firstfault.nightly import run_nightly
+        from firstfault.nightly import run_nights
 
-        summary = run_nightly(config, run_date, args.catalog, args.force, args.shards)
-    if outputs:
-        write_outputs(outputs, stored_verdicts(config.warehouse.path, summary["attempt_ids"]))
-    print(json.dumps(summary, default=str) if args.json else render_summary(summary))
+        summaries = run_nights(config, days, args.catalog, args.force, args.shards)
+    for summary in summaries:
+        if outputs:
+            write_outputs(outputs, stored_verdicts(config.warehouse.path, summary["attempt_ids"]))
+        print(json.dumps(summary, default=str) if args.json else render_summary(summary))
     return 0
 
 

@@ -59,7 +59,7 @@ def default_run_date(now: datetime | None = None) -> date:
     return ((now or datetime.now(timezone.utc)).astimezone(timezone.utc) - timedelta(days=1)).date()
 
 
-def parse_run_date(value: str | date | None) -> date:
+def parse_run_date(value: str | date | None, flag: str = "--date") -> date:
     if value is None or value == "":
         return default_run_date()
     if isinstance(value, date):
@@ -67,7 +67,7 @@ def parse_run_date(value: str | date | None) -> date:
     try:
         return date.fromisoformat(value)
     except ValueError:
-        raise BadInput("--date", "date", f"not a YYYY-MM-DD date: {value!r}") from None
+        raise BadInput(flag, flag.lstrip("-"), f"not a YYYY-MM-DD date: {value!r}") from None
 
 
 def current_rules_version(config: Config) -> str:
@@ -96,24 +96,44 @@ def make_shards(candidates: Sequence[Candidate], shards: int = 0) -> list[list[C
     return [sorted(s, key=lambda c: c.attempt_id) for s in out]
 
 
-def plan_night(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
-            shards: int = 0, run_id: str | None = None) -> Plan:
-    """Discover, drop the unchanged attempts (unless force) and shard the rest."""
-    day = parse_run_date(run_date)
+def plan_nights(config: Config, days: Sequence[date], catalog: str | None = None, force: bool = False, shards: int = 0
+                ) -> list[Plan]:
+    """One plan per day (attempts that ended on it, unchanged ones dropped unless `force`, the rest sharded); the
+    catalog is read once for all days. Spec failures go with the first night."""
     started_at = datetime.now(timezone.utc)
     patterns = catalog_patterns(config, catalog)
-    scheduled, failures, schedulers = discover_scheduled(config, day)
+    scheduled, failures_by_day, schedulers = {}, {}, 0
+    for day in days:
+        scheduled[day], failures_by_day[day], schedulers = discover_scheduled(config, day)
     if not patterns and not schedulers:
         raise BadInput("--catalog", "catalog", "nothing to discover: pass --catalog DIR_OR_URL, set [catalog] paths "
                        "or configure a scheduler ([slurm], [kueue]) in firstfault.toml")
-    candidates, discovered_failures, _ = discover(patterns, day, scheduled)
-    failures = failures + discovered_failures
-    done = set() if force else unchanged_attempts(config.warehouse.path, {c.attempt_id: c.fingerprint for c in candidates},
-                                                    current_rules_version(config))
-    todo = [c for c in candidates if c.attempt_id not in done]
-    skipped = [c for c in candidates if c.attempt_id in done]
-    return Plan(run_id or uuid.uuid4().hex, day.isoformat(), len(candidates), todo, skipped,
-                make_shards(todo, shards or config.schedule.shards), failures, started_at)
+    by_day, spec_failures, _ = discover(patterns, days, [s for d in days for s in scheduled[d]])
+    version = current_rules_version(config)
+    plans = []
+    for i, day in enumerate(days):
+        candidates = by_day[day]
+        done = set() if force else unchanged_attempts(config.warehouse.path, {c.attempt_id: c.fingerprint for c in candidates}, version)
+        todo = [c for c in candidates if c.attempt_id not in done]
+        skipped = [c for c in candidates if c.attempt_id in done]
+        failures = failures_by_day[day] + (spec_failures if i == 0 else [])
+        plans.append(Plan(uuid.uuid4().hex, day.isoformat(), len(candidates), todo, skipped,
+                          make_shards(todo, shards or config.schedule.shards), failures, started_at))
+    return plans
+
+
+def plan_night(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
+               shards: int = 0) -> Plan:
+    """The plan of one night (default yesterday)."""
+    return plan_nights(config, [parse_run_date(run_date)], catalog, force, shards)[0]
+
+
+def night_range(since: str | date | None, until: str | date | None) -> list[date]:
+    """The UTC days from `since` to `until` (inclusive; `until` defaults to yesterday)."""
+    first, last = parse_run_date(since, "--since"), parse_run_date(until, "--until")
+    if first > last:
+        raise BadInput("--since", "since", f"{first} is after --until {last}")
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 def shard_url(config: Config, run_id: str, index: int) -> str:
@@ -213,10 +233,19 @@ def rebuild_fleet(config: Config) -> str:
 
 def run_nightly(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
                 shards: int = 0, flow: str = "nightly") -> dict:
-    """The whole night without Prefect: the same functions the flow's tasks call, shards one after the other."""
-    plan = plan_night(config, run_date, catalog, force, shards)
-    urls, failures = _run_shards(plan, config)
-    return load_results(urls, plan, config, flow=flow, extra_failures=failures)
+    """One night (default yesterday) without Prefect."""
+    return run_nights(config, [parse_run_date(run_date)], catalog, force, shards, flow)[0]
+
+
+def run_nights(config: Config, days: Sequence[date], catalog: str | None = None, force: bool = False, shards: int = 0,
+               flow: str = "nightly") -> list[dict]:
+    """Every night of `days` without Prefect, one warehouse load per night: the same functions the flow's tasks call.
+    Start-up and catalog discovery are paid once for all nights."""
+    summaries = []
+    for plan in plan_nights(config, days, catalog, force, shards):
+        urls, failures = _run_shards(plan, config)
+        summaries.append(load_results(urls, plan, config, flow=flow, extra_failures=failures))
+    return summaries
 
 
 # Below this many attempts a second process costs more (interpreter start and imports, ~3 s) than it saves.

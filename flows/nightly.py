@@ -6,7 +6,6 @@ Task runners: the default thread pool, or Dask (`task_runner("dask")`: a local c
 """
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
 from firstfault.flows.artifacts import publish_artifacts
@@ -20,7 +19,9 @@ from firstfault.nightly import (
     Candidate,
     Plan,
     load_results,
-    plan_night,
+    night_range,
+    parse_run_date,
+    plan_nights,
     render_summary,
     run_shard,
     shard_failure_rows,
@@ -44,27 +45,31 @@ def load_task(shard_urls: list[str], plan: Plan, config: Config, extra_failures:
 
 @flow(name=FLOW_NAME)
 def nightly(run_date: str | None = None, config_path: str | None = None, catalog: str | None = None,
-            lake_root: str | None = None, warehouse_path: str | None = None, force: bool = False, shards: int = 0) -> dict:
-    """Attribute every attempt that ended on run_date (UTC, default yesterday) in the catalog."""
+            lake_root: str | None = None, warehouse_path: str | None = None, force: bool = False, shards: int = 0,
+            until: str | None = None) -> list[dict]:
+    """Attribute every attempt that ended on run_date (UTC, default yesterday) in the catalog; with `until`, every
+    night from run_date to until (inclusive), one warehouse load per night. Returns a summary per night."""
     logger = get_run_logger()
     config = resolve_config(config_path, lake_root=lake_root, warehouse_path=warehouse_path)
-    plan = plan_night(config, run_date, catalog, force, shards, run_id=uuid.uuid4().hex)
-    logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
-                plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
-    futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))
-    futures.wait()
-    urls, lost = [], []
-    for shard, future in zip(plan.shards, futures):
-        if future.state.is_completed():
-            urls.append(future.result())
-        else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
-            error = future.state.message or "shard task failed"
-            logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
-            lost.extend(shard_failure_rows(shard, error))
-    summary = load_task(urls, plan, config, lost)
-    logger.info("%s", render_summary(summary))
+    days = night_range(run_date, until) if until else [parse_run_date(run_date)]
+    summaries = []
+    for plan in plan_nights(config, days, catalog, force, shards):
+        logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
+                    plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
+        futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))
+        futures.wait()
+        urls, lost = [], []
+        for shard, future in zip(plan.shards, futures):
+            if future.state.is_completed():
+                urls.append(future.result())
+            else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
+                error = future.state.message or "shard task failed"
+                logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
+                lost.extend(shard_failure_rows(shard, error))
+        summaries.append(load_task(urls, plan, config, lost))
+        logger.info("%s", render_summary(summaries[-1]))
     publish_artifacts(config.warehouse.path)
-    return summary
+    return summaries
 
 
 def task_runner(runner: str = "local", address: str | None = None, workers: int = 2):

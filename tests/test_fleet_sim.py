@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import yaml
 
-from firstfault import fleet
+from firstfault.warehouse import fleet
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.nightly import run_nightly
 from firstfault.synthetic.simulate import T0, read_truth, simulate

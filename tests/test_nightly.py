@@ -1,4 +1,5 @@
 """The nightly run: discovery by end date, sharding, incremental skips, failure isolation, --force, the flow."""
+import contextlib
 import shutil
 from datetime import date
 
@@ -9,7 +10,7 @@ import yaml
 from firstfault.cli import main
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.synthetic.demo import EXPECTED, write_demo
-from firstfault.connectors.catalog import Candidate, catalog_patterns, discover
+from firstfault.connectors.catalog import Candidate, catalog_patterns, discover, list_specs
 from firstfault.nightly import make_shards, run_nightly
 from firstfault.schema import ATTEMPT_TABLES
 from firstfault.warehouse.store import connect_writer
@@ -59,14 +60,15 @@ def test_discovery_by_end_date(tmp_path):
     set_end(catalog / "success" / "attempt.yaml", "2026-11-30T00:30:00Z")   # ended the next UTC day
     set_end(catalog / "time-limit" / "attempt.yaml", None)                 # still running: not discovered
     patterns = catalog_patterns(Config(), str(catalog))
-    found, failures, seen = discover(patterns, date(2026, 11, 29))
+    by_day, failures, seen = discover(patterns, [date(2026, 11, 29)])
+    found = by_day[date(2026, 11, 29)]
     assert seen == 4 and failures == []
     assert [c.attempt_id for c in found] == ["demo/demo-cuda-oom/0", "demo/demo-headline/0"]
     assert all(len(c.fingerprint) == 64 for c in found)
-    assert [c.attempt_id for c in discover(patterns, date(2026, 11, 30))[0]] == ["demo/demo-success/0"]
-    assert discover(patterns, date(2026, 11, 28))[0] == []
+    assert [c.attempt_id for c in discover(patterns, [date(2026, 11, 30)])[0][date(2026, 11, 30)]] == ["demo/demo-success/0"]
+    assert discover(patterns, [date(2026, 11, 28)])[0] == {date(2026, 11, 28): []}
     # a glob in [catalog] paths works the same as the folder
-    assert discover([str(catalog / "*" / "attempt.yaml")], date(2026, 11, 29))[0] == found
+    assert discover([str(catalog / "*" / "attempt.yaml")], [date(2026, 11, 29)])[0][date(2026, 11, 29)] == found
 
 
 def test_sharding_keeps_workloads_together_and_is_deterministic():
@@ -200,3 +202,30 @@ def test_serve_deployment_definition(tmp_path):
     assert dep.parameters == {"config_path": str(cfg)}
     assert deployment(str(cfg), cron="0 1 * * *", catalog="s3://b/c").parameters == {"config_path": str(cfg), "catalog": "s3://b/c"}
     assert Config().schedule.cron == "0 2 * * *"
+
+
+def test_backfill_since_until_runs_each_night_once_with_one_discovery(tmp_path, monkeypatch, capsys):
+    catalog = make_catalog(tmp_path, ["headline", "cuda-oom", "success", "python-exception"])
+    set_end(catalog / "success" / "attempt.yaml", "2026-11-30T00:30:00Z")
+    set_end(catalog / "python-exception" / "attempt.yaml", "2026-12-01T05:00:00Z")
+    listed = []
+    monkeypatch.setattr("firstfault.connectors.catalog.list_specs", lambda patterns, real=list_specs: listed.append(1) or real(patterns))
+    flags = ["--catalog", str(catalog), "--lake", str(tmp_path / "lake"), "--prefect", "never"]
+    assert main(["nightly", "--since", "2026-11-28", "--until", "2026-12-01", *flags, "--warehouse", str(tmp_path / "all.duckdb")]) == 0
+    assert len(listed) == 1  # the catalog is read once for every night
+    runs = query(str(tmp_path / "all.duckdb"), "SELECT run_date, found, attempts FROM runs ORDER BY run_date")
+    assert runs == [("2026-11-28", 0, 0), ("2026-11-29", 2, 2), ("2026-11-30", 1, 1), ("2026-12-01", 1, 1)]
+    assert capsys.readouterr().out.count("nightly 2026-") == 4
+    # the same rows as the nights run one by one
+    for day in ("2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01"):
+        assert main(["nightly", "--date", day, *flags, "--warehouse", str(tmp_path / "one.duckdb")]) == 0
+    sql = "SELECT attempt_id, verdict, domain, subdomain, culprit_nodes, evidence FROM attributions ORDER BY attempt_id"
+    assert query(str(tmp_path / "all.duckdb"), sql) == query(str(tmp_path / "one.duckdb"), sql)
+
+
+@pytest.mark.parametrize("args", [["--until", "2026-11-29"], ["--since", "2026-11-30", "--until", "2026-11-29"],
+                                  ["--since", "2026-11-29", "--date", "2026-11-29"], ["--since", "29.11.2026"]])
+def test_backfill_range_errors_are_bad_input(tmp_path, args, capsys):
+    with pytest.raises(SystemExit) if "--date" in args else contextlib.nullcontext():  # argparse: mutually exclusive
+        code = main(["nightly", *args, "--catalog", str(tmp_path), "--warehouse", str(tmp_path / "w.duckdb")])
+        assert code == 2 and capsys.readouterr().err.count("\n") == 1

@@ -35,8 +35,8 @@ def test_dask_run_equals_local_run(prefect_api, tmp_path):
         shutil.copytree(tmp_path / "demo" / "attempts" / name, catalog / name)
     lake = str(tmp_path / "lake")  # the same lake and catalog for both runs: uris are equal
     params = dict(run_date=DAY, catalog=str(catalog), lake_root=lake, shards=3)
-    local = run("local", **params, warehouse_path=str(tmp_path / "local.duckdb"))
-    dask = run("dask", **params, warehouse_path=str(tmp_path / "dask.duckdb"))
+    [local] = run("local", **params, warehouse_path=str(tmp_path / "local.duckdb"))
+    [dask] = run("dask", **params, warehouse_path=str(tmp_path / "dask.duckdb"))
     assert local["attributed"] == dask["attributed"] == 4 and dask["failed"] == 0 and dask["shards"] == 3
     assert local["verdicts"] == dask["verdicts"] == {"ambiguous": 1, "attributed": 3}
     a, b = dump(str(tmp_path / "local.duckdb")), dump(str(tmp_path / "dask.duckdb"))
