@@ -5,24 +5,34 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 
 from firstfault.rules_sql.engine import load_rules
 
 REPO = Path(__file__).parents[1]
-# Not source. build/ in particular must not be reused: setuptools keeps files there that the source no longer has.
-NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis")
+
+
+def copy_sources(target: Path) -> None:
+    """What the wheel is built from (pyproject.toml, its readme, the package folders), and nothing else: a checkout's
+    build/ would be reused, and setuptools keeps files there that the source no longer has."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    target.mkdir()
+    for name in ("pyproject.toml", project["project"]["readme"]):
+        shutil.copy(REPO / name, target / name)
+    for folder in set(project["tool"]["setuptools"]["package-dir"].values()):
+        shutil.copytree(REPO / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def test_rules_test_and_lint_run_from_an_installed_wheel(tmp_path):
     (tmp_path / "tmp").mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(tmp_path / "tmp")}
 
-    def run(*cmd, cwd=tmp_path):
-        return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    def run(*cmd):  # from tmp_path: outside the checkout, no firstfault.toml
+        return subprocess.run([str(c) for c in cmd], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
     source = tmp_path / "source"
-    shutil.copytree(REPO, source, ignore=NOT_SOURCE)
+    copy_sources(source)
     built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path / "dist", source)
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = (tmp_path / "dist").glob("firstfault-*.whl")
