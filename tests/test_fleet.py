@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from firstfault.config import Config
-from firstfault.warehouse.fleet import TABLES, poisson_interval, rebuild
+from firstfault.schema import FLEET_TABLES
+from firstfault.warehouse.fleet import poisson_interval, rebuild
 from firstfault.warehouse.store import connect_writer
 
 from conftest import warehouse_rows
@@ -208,7 +209,7 @@ def test_incidents_group_attempts_of_one_day(fleet_wh):
 
 def test_rebuild_is_idempotent_and_cli_runs(fleet_wh, tmp_path):
     path, topo, _ = fleet_wh
-    snap = lambda: {t: warehouse_rows(path, f"SELECT * FROM {t}") for t in TABLES}  # noqa: E731
+    snap = lambda: {t: warehouse_rows(path, f"SELECT * FROM {t}") for t in FLEET_TABLES}  # noqa: E731
     before = snap()
     rebuild(str(path), replace(Config(), fleet=replace(Config().fleet, topology=str(topo))), day=RUN_DAY)
     assert snap() == before
@@ -219,7 +220,7 @@ def test_rebuild_is_idempotent_and_cli_runs(fleet_wh, tmp_path):
     # an empty warehouse still gets the four (empty) tables
     empty = tmp_path / "empty.duckdb"
     connect_writer(str(empty)).close()
-    assert rebuild(str(empty)) == {t: 0 for t in TABLES}
+    assert rebuild(str(empty)) == {t: 0 for t in FLEET_TABLES}
 
 
 def test_topology_csv_and_bad_file(tmp_path):
