@@ -33,7 +33,9 @@ from firstfault.connectors.local_files import (
 )
 from firstfault.connectors.metrics_csv import read_metrics
 from firstfault.connectors.static_context import AttemptContext, context_from_dict
+from firstfault import stages
 from firstfault.lake import Lake
+from firstfault.stages import stage
 from firstfault.schema import (
     CONNECTOR_REPORT_SCHEMA,
     CONTEXT_SCHEMA,
@@ -64,7 +66,8 @@ log = logging.getLogger(__name__)
 CANDIDATE_COLUMNS = list(LINE_SCHEMA)
 # A file whose first batch is mostly NUL-bearing or undecodable lines is binary, not a log.
 _BINARY_SHARE = 0.3
-_NORMALIZE_THREADS = 2
+# two units in flight; one when stage CPU is measured (stages.py)
+_NORMALIZE_THREADS = 1 if stages.ENABLED else 2
 _PIECES_PER_UNIT = 4
 # An attempt's candidate lines beyond this go to a temporary file until extraction (firstfault/spill.py).
 _CANDIDATES_IN_MEMORY = 8 << 20
@@ -172,8 +175,9 @@ def _land_logs(items: list[_LogsLanded], lake: Lake, triggers: list[str], settin
                 for (position,), part in frame.partition_by("_attempt", as_dict=True, maintain_order=True).items():
                     part = part.with_columns(attempt_id=pl.lit(items[position].ctx.attempt_id))
                     candidates[position].add(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
-                    for batch in part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches():
-                        writer(position).write(batch)
+                    with stage("parquet"):
+                        for batch in part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches():
+                            writer(position).write(batch)
             for g, n in file_rows.items():
                 rows[files[g][0]] += n
             for g in closed:
@@ -199,7 +203,8 @@ def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolat
         frames = [c for item in items for c in item.candidates.frames()]
         lines = pl.concat(frames, how="vertical_relaxed").lazy() if frames else pl.LazyFrame(schema=LINE_SCHEMA)
         attempts = {item.ctx.attempt_id: (item.ctx.nodes, item.ctx.addresses) for item in items}
-        events = resolve_attempt_peers(extract_events(lines, patterns).collect(), attempts)
+        with stage("extract"):
+            events = resolve_attempt_peers(extract_events(lines, patterns).collect(), attempts)
         by_attempt = events.partition_by("attempt_id", as_dict=True, include_key=True) if events.height else {}
         models = logged_gpu_models(events)
         for item in items:
@@ -223,11 +228,13 @@ def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
     events = _events(item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
     schema = EVENTS_ARROW_SCHEMA
-    result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, _event_batches(events, fr_events, schema), schema)
-    lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
-    result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
-    lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=item.gpu_model), CONTEXT_SCHEMA)
-    lake.write("connector_reports", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, CONNECTOR_REPORT_SCHEMA), CONNECTOR_REPORT_SCHEMA)
+    with stage("parquet"):
+        result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, _event_batches(events, fr_events, schema), schema)
+        lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
+        result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
+        lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=item.gpu_model), CONTEXT_SCHEMA)
+        lake.write("connector_reports", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, CONNECTOR_REPORT_SCHEMA),
+                   CONNECTOR_REPORT_SCHEMA)
     return True
 
 
@@ -313,7 +320,8 @@ def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]
             frame = frame.filter(pl.col("_piece").is_in(kept))
         file_rows: dict[int, int] = {}
         if frame.height:
-            frame, clocks = anchor_files(frame, {g: states[g].clock for g in set(p.index for p in unit)})
+            with stage("anchor"):
+                frame, clocks = anchor_files(frame, {g: states[g].clock for g in set(p.index for p in unit)})
             for g, clock in clocks.items():
                 states[g].clock = clock
             counted = frame.get_column("_file").value_counts()
@@ -409,12 +417,16 @@ def _split_and_normalize(ctxs: list[AttemptContext], files: list[tuple[int, int,
     stats = [LineStats() for _ in unit]
     if not readable:
         return pl.DataFrame(), stats
-    lines, chunk_stats = split_chunks([p.chunk for _, p in readable], [p.first_line for _, p in readable], settings.max_line_bytes)
+    with stage("split"):
+        lines, chunk_stats = split_chunks([p.chunk for _, p in readable], [p.first_line for _, p in readable], settings.max_line_bytes)
     for (position, piece), piece_stats in zip(readable, chunk_stats):
         piece_stats.truncated += bool(piece.cut_bytes) and not piece_stats.truncated
         stats[position] = piece_stats
     frame = lines.join(_file_columns(files, readable), on="_chunk", how="left", maintain_order="left").drop("_chunk")
-    return normalize_lines(ctxs, frame).with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))), stats
+    with stage("parse"):
+        frame = normalize_lines(ctxs, frame)
+    with stage("scan"):
+        return frame.with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))), stats
 
 
 def _literal_alternation(literals) -> str:

@@ -29,6 +29,7 @@ from firstfault.rules_sql.engine import (
     run_rules,
 )
 from firstfault.schema import HISTORY_COLUMNS
+from firstfault.stages import stage
 from firstfault.transforms.extract import PatternError, load_patterns
 from firstfault.warehouse.read import workload_history
 from firstfault.warehouse.store import load_attempts
@@ -197,7 +198,8 @@ def run_attempts(contexts: Sequence[AttemptContext], config: Config, *, flow: st
     `write_lock` is held around the warehouse write only (the API lets readers go on while it attributes)."""
     started_at = datetime.now(timezone.utc)
     land(contexts, config)
-    result = attribute(contexts, config, rules)
-    with write_lock:
+    with stage("rules"):
+        result = attribute(contexts, config, rules)
+    with write_lock, stage("load"):
         store(config, result, flow, started_at, len(contexts))
     return result

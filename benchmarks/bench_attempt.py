@@ -1,0 +1,213 @@
+"""One long attempt, raw text to verdict, as a whole `firstfault attribute --static` process (start-up included),
+measured beside `grep -cE` over the same files in the same run.
+
+The attempt is shaped like a real long job: an srun-labelled application log of Megatron iteration lines (~350 bytes,
+advancing stamps, varying values: nothing repeated verbatim), a few hundred NCCL/torch lines after an Xid 149 root on
+one node, and three syslog files. Prints wall time and the ratio to grep, peak RSS of the largest process and of all
+processes together, CPU seconds per stage (stages.py), the end-to-end time of a 230 KB attempt, and checks that peak
+memory stays flat: at 4x the volume, and with 95 % progress lines, it must stay within 1.1x of the base (exit 1).
+
+    .venv/bin/python benchmarks/bench_attempt.py [--mb 500] [--dir bench-attempt]
+
+Not part of the CI test run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psutil
+
+GREP = "NCCL WARN|NVRM: Xid|Watchdog caught|Traceback|error|fallen off|Link down"
+NODES = ("gpu-001", "gpu-002", "gpu-003")
+GPUS_PER_NODE = 8
+START = datetime(2026, 11, 29, 1, 0, tzinfo=timezone.utc)
+XID_NODE = "gpu-002"
+FLAT_LIMIT = 1.1
+
+
+def iteration_line(rank: int, i: int, at: datetime, rng: random.Random) -> str:
+    """Megatron's training_log line after a padded srun label (~350 bytes)."""
+    return (f"{rank}:  [{at:%Y-%m-%d %H:%M:%S}] iteration {i:8d}/ 2000000 | consumed samples: {i * 1024:12d} | "
+            f"elapsed time per iteration (ms): {rng.uniform(1800, 2100):.1f} | throughput per GPU (TFLOP/s/GPU): "
+            f"{rng.uniform(380, 420):.1f} | learning rate: {3e-4 * rng.uniform(0.5, 1):.6E} | global batch size:  1024 | "
+            f"lm loss: {rng.uniform(1.8, 2.6):.6E} | loss scale: 1.0 | grad norm: {rng.uniform(0.2, 1.2):.3f} | "
+            f"number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+
+
+def kernel_line(node: str, at: datetime, uptime: float, rng: random.Random) -> str:
+    text = rng.choice((
+        f"audit: type=1400 audit({uptime:.3f}:{rng.randrange(10**6)}): apparmor=\"DENIED\" operation=\"open\" profile=\"snap.{rng.randrange(99)}\"",
+        f"mlx5_core 0000:5e:00.0: mlx5e_update_carrier:301:(pid {rng.randrange(10**5)}): Link up",
+        f"nvidia-nvswitch{rng.randrange(4)}: open (major={500 + rng.randrange(20)})",
+        f"EXT4-fs (nvme0n1p{rng.randrange(1, 4)}): mounted filesystem with ordered data mode. Quota mode: none.",
+    ))
+    return f"{at:%b %d %H:%M:%S} {node} kernel: [{uptime:12.6f}] {text}\n"
+
+
+def generate(root: Path, total_mb: float, progress_share: float, seed: int = 7) -> Path:
+    """An attempt of about `total_mb` MB of which `progress_share` of the bytes are iteration lines."""
+    rng = random.Random(seed)
+    (root / "kernel").mkdir(parents=True, exist_ok=True)
+    app_bytes = total_mb * 1e6 * progress_share
+    kernel_bytes = total_mb * 1e6 * (1 - progress_share) / len(NODES)
+    iterations = max(10, int(app_bytes / 350))
+    step = timedelta(seconds=2)
+    end = START + step * iterations + timedelta(minutes=12)
+    failed_at = START + step * iterations
+    last_rank = len(NODES) * GPUS_PER_NODE - 1
+    with open(root / "train.log", "w") as f:
+        for i in range(iterations):
+            f.write(iteration_line(last_rank, i + 1, START + step * i, rng))
+        for r in range(len(NODES) * GPUS_PER_NODE):  # the cascade: a few hundred NCCL/torch lines
+            node = NODES[r // GPUS_PER_NODE]
+            t = failed_at + timedelta(seconds=30 + r)
+            f.write(f"{r}: {node}:{4100 + r}:{4200 + r} [{r % 8}] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
+                    f"from peer 10.0.0.{2 + r % 3}<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)\n")
+            for k in range(6):
+                f.write(f"{r}: [rank{r}]:[E{t:%m%d %H:%M:%S}.{k:06d}123 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught "
+                        f"collective operation timeout: WorkNCCL(SeqNum={9000 + k}, OpType=ALLREDUCE, NumelIn=466119168, "
+                        f"NumelOut=466119168, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.\n")
+    boot = START - timedelta(days=3)
+    for node in NODES:
+        lines = max(1, int(kernel_bytes / 150))
+        span = (end - START).total_seconds()
+        with open(root / "kernel" / f"{node}.log", "w") as f:
+            for k in range(lines):
+                at = START + timedelta(seconds=span * k / lines)
+                if node == XID_NODE and at >= failed_at and k and START + timedelta(seconds=span * (k - 1) / lines) < failed_at:
+                    f.write(f"{at:%b %d %H:%M:%S} {node} kernel: [{(at - boot).total_seconds():12.6f}] NVRM: Xid (PCI:0000:3b:00): 149, "
+                            "NETIR_LINK_EVT Fatal XC0 i0 Link 04 (0x025001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)\n")
+                f.write(kernel_line(node, at, (at - boot).total_seconds(), rng))
+    spec = {"workload_id": "long-job", "cluster": "bench", "state": "FAILED", "start": START.isoformat(),
+            "end": end.isoformat(), "nodes": list(NODES), "gpus_per_node": GPUS_PER_NODE, "gpu_model": "H100",
+            "logs": [{"source": "applog", "path": "train.log"}, {"source": "syslog", "path": "kernel/{node}.log"}]}
+    (root / "attempt.yaml").write_text(json.dumps(spec))
+    return root / "attempt.yaml"
+
+
+def inputs(spec: Path) -> list[Path]:
+    return [spec.parent / "train.log", *sorted((spec.parent / "kernel").glob("*.log"))]
+
+
+def grep_seconds(files: list[Path]) -> float:
+    cmd = ["grep", "-cE", GREP, *map(str, files)]
+    env = {**os.environ, "LC_ALL": "C"}
+    subprocess.run(cmd, stdout=subprocess.PIPE, env=env)  # warm the page cache
+    started = time.perf_counter()
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, env=env)  # a pipe: grep stops early on /dev/null
+    if done.returncode not in (0, 1):
+        raise RuntimeError("grep failed")
+    return time.perf_counter() - started
+
+
+class TreeMemory:
+    """Peak RSS of the largest process and of the whole process tree, sampled every 50 ms."""
+
+    def __init__(self, pid: int):
+        self.root = psutil.Process(pid)
+        self.largest = self.total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+                rss = [p.memory_info().rss for p in procs]
+            except psutil.Error:
+                rss = []
+            if rss:
+                self.largest, self.total = max(self.largest, max(rss)), max(self.total, sum(rss))
+            self._stop.wait(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def attribute(spec: Path, out: Path) -> dict:
+    """`firstfault attribute --static` as a whole process: wall, peak memory, CPU per stage and the verdict."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    stage_file = out / "stages.json"
+    env = {**os.environ, "FIRSTFAULT_STAGE_CPU": str(stage_file)}
+    env.pop("PREFECT_API_URL", None)
+    cmd = [sys.executable, "-m", "firstfault.cli", "attribute", "--static", str(spec), "--json",
+           "--lake", str(out / "lake"), "--warehouse", str(out / "w.duckdb")]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    memory = TreeMemory(proc.pid)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - started
+    memory.stop()
+    if proc.returncode != 0:
+        raise RuntimeError(f"attribute failed: {stderr[-2000:]}")
+    verdict = json.loads(stdout)
+    return {"wall_s": wall, "largest_mb": memory.largest / 1e6, "total_mb": memory.total / 1e6,
+            "stages": json.loads(stage_file.read_text()),
+            "verdict": (verdict["verdict"], verdict["domain"], verdict["subdomain"], verdict["culprit_nodes"])}
+
+
+def import_cpu_seconds() -> float:
+    """CPU of a process that only imports what `attribute` imports (the interpreter's own start included)."""
+    code = "import firstfault.cli, firstfault.run, firstfault.landing, firstfault.connectors.registry"
+    before = psutil.Process().cpu_times()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    after = psutil.Process().cpu_times()
+    return (after.children_user + after.children_system) - (before.children_user + before.children_system)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mb", type=float, default=500, help="size of the attempt (the flat check also runs a quarter of it)")
+    parser.add_argument("--dir", default="bench-attempt")
+    args = parser.parse_args()
+    root = Path(args.dir).resolve()
+    shutil.rmtree(root, ignore_errors=True)
+    runs = {"base": (args.mb / 4, 0.77), "4x volume": (args.mb, 0.77), "95 % progress": (args.mb / 4, 0.95),
+            "230 KB": (0.23, 0.77)}
+    results = {}
+    for name, (mb, share) in runs.items():
+        spec = generate(root / name.replace(" ", "_").replace("%", "pct") / "input", mb, share)
+        files = inputs(spec)
+        size = sum(p.stat().st_size for p in files) / 1e6
+        grep = grep_seconds(files)
+        r = attribute(spec, spec.parent.parent / "run")
+        results[name] = r
+        print(f"{name:>14}: {size:8.1f} MB  firstfault {r['wall_s']:7.2f} s  grep {grep:6.3f} s  ratio grep/firstfault "
+              f"{grep / r['wall_s']:.3f}x  peak RSS largest {r['largest_mb']:6.0f} MB, all {r['total_mb']:6.0f} MB  "
+              f"verdict {r['verdict']}", flush=True)
+    imports = import_cpu_seconds()
+    small = results["230 KB"]["stages"]
+    main_run = results["4x volume"]["stages"]
+    print(f"CPU seconds per stage of the {args.mb:.0f} MB attempt (imports {imports:.2f} s; fixed cost = the 230 KB attempt's "
+          f"CPU less imports: {small['total'] - imports:.2f} s):")
+    named = {k: v for k, v in main_run.items() if k != "total"}
+    for stage_name, seconds in sorted(named.items(), key=lambda kv: -kv[1]):
+        print(f"  {stage_name:>8}: {seconds:7.2f} s")
+    print(f"  {'other':>8}: {main_run['total'] - sum(named.values()) - imports:7.2f} s  (reading, events, fixed cost)")
+    print(f"230 KB attempt end to end: {results['230 KB']['wall_s']:.2f} s (target <= 0.8 s)")
+    base = results["base"]["largest_mb"]
+    failed = [name for name in ("4x volume", "95 % progress") if results[name]["largest_mb"] > FLAT_LIMIT * base]
+    for name in ("4x volume", "95 % progress"):
+        print(f"memory: {name} peak {results[name]['largest_mb']:.0f} MB = {results[name]['largest_mb'] / base:.2f}x the base "
+              f"(limit {FLAT_LIMIT}x)")
+    if failed:
+        print(f"FAIL: peak memory not flat ({', '.join(failed)})")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
