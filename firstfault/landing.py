@@ -64,7 +64,8 @@ from firstfault.transforms.timestamps import FileClock, anchor_files
 log = logging.getLogger(__name__)
 
 CANDIDATE_COLUMNS = list(LINE_SCHEMA)
-# A file whose first batch is mostly NUL-bearing or undecodable lines is binary, not a log.
+# A file whose first batch is mostly NUL-bearing lines is binary, not a log. Invalid UTF-8 does not count: real logs
+# carry stray bytes (a Latin-1 name, a cut multi-byte character), and such lines are repaired and kept.
 _BINARY_SHARE = 0.3
 # two units in flight; one when stage CPU is measured (stages.py)
 _NORMALIZE_THREADS = 1 if stages.ENABLED else 2
@@ -312,7 +313,7 @@ def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]
                     log.warning("cannot read %s: %s", log_file.uri, piece.error)
             elif state.status == "ok":
                 state.stats.add(stats)
-                if piece.first and stats.lines and (stats.binary + stats.malformed) / stats.lines > _BINARY_SHARE:
+                if piece.first and stats.lines and stats.binary / stats.lines > _BINARY_SHARE:
                     state.status, state.reason = "skipped", "binary content, not a text log"
                 else:
                     kept.append(position)

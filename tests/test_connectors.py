@@ -97,3 +97,19 @@ def test_srun_labelled_megatron_lines_and_dmesg_r_lines_carry_their_own_stamps(t
     assert [stamps[("train.log", n)] for n in (1, 2, 3)] == ["2026-11-29T01:10:08", "2026-11-29T01:11:08", "2026-11-29T01:12:08"]
     assert [stamps[("node-01.dmesg", n)] for n in (1, 2)] == ["2026-11-29T01:00:00", "2026-11-29T01:01:00.500000"]
     assert set(logs["rank"].drop_nulls()) == {23}
+
+
+def test_a_kernel_log_with_stray_latin1_bytes_is_landed_not_skipped(tmp_path):
+    # two of five lines end in a Latin-1 'é' (invalid UTF-8): the lines are repaired and counted, the file and its
+    # fatal Xid are kept
+    (tmp_path / "node-01.log").write_bytes(
+        b"Nov 29 01:10:00 node-01 kernel: [  100.000000] usb 1-1: new device caf\xe9\n"
+        b"Nov 29 01:10:01 node-01 kernel: [  101.000000] eth0: renamed from veth caf\xe9\n"
+        b"Nov 29 01:10:02 node-01 kernel: [  102.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+        b"Nov 29 01:10:03 node-01 kernel: [  103.000000] NVRM: GPU at PCI:0000:3b:00: GPU-7e3a\n"
+        b"Nov 29 01:10:04 node-01 kernel: [  104.000000] audit: type=1400\n")
+    ctx = make_ctx(tmp_path, logs=[{"source": "syslog", "path": "{node}.log"}])
+    result = land_attempt(ctx, Lake(str(tmp_path / "lake")), load_patterns(), LandingSettings())
+    report = next(r for r in result.reports if r["uri"].endswith("node-01.log"))
+    assert (report["status"], report["rows"], report["lines_malformed"]) == ("ok", 5, 2)
+    assert result.event_rows >= 1  # the Xid
