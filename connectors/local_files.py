@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import fsspec
+import numpy as np
 
 from firstfault.connectors.static_context import AttemptContext, LogSpec
 
@@ -97,12 +98,13 @@ def fingerprint(uri: str) -> str:
         return f"{info.get('size')}:{info.get('mtime') or info.get('ETag') or info.get('LastModified')}"
 
 
-def read_batches(uri: str, batch_bytes: int, max_line_bytes: int) -> Iterator[tuple[bytes, int, int]]:
+def read_batches(uri: str, batch_bytes: int, max_line_bytes: int, max_lines: int | None = None) -> Iterator[tuple[bytes, int, int]]:
     """Yield (chunk of whole lines, 1-based number of its first line, bytes cut from over-long lines).
 
     Memory stays bounded by batch_bytes + max_line_bytes whatever the file: a line longer than the budget is
-    cut to max_line_bytes and the rest of it skipped. A corrupt or truncated compressed file yields every line
-    decoded before the damage, then raises.
+    cut to max_line_bytes and the rest of it skipped; a chunk holds at most `max_lines` lines (a flood of empty
+    lines is many rows in few bytes). A corrupt or truncated compressed file yields every line decoded before the
+    damage, then raises.
     """
     line_no = 1
     carry = b""
@@ -124,12 +126,24 @@ def read_batches(uri: str, batch_bytes: int, max_line_bytes: int) -> Iterator[tu
                 line_no += 1
                 continue
             chunk, carry = data[: cut + 1], data[cut + 1 :]
-            yield chunk, line_no, 0
-            line_no += chunk.count(b"\n")
+            for part in _at_most_lines(chunk, max_lines):
+                yield part, line_no, 0
+                line_no += part.count(b"\n")
     if carry:
         yield carry, line_no, 0
     if damage is not None:
         raise damage
+
+
+def _at_most_lines(chunk: bytes, max_lines: int | None) -> list[bytes]:
+    """`chunk` (whole lines) cut after every max_lines-th newline, found in one vectorized pass."""
+    if max_lines is None or chunk.count(b"\n") <= max_lines:
+        return [chunk]
+    ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 0x0A)[max_lines - 1::max_lines] + 1
+    bounds = [0, *ends.tolist()]
+    if bounds[-1] < len(chunk):
+        bounds.append(len(chunk))
+    return [chunk[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 _READ_STEP = 1 << 20

@@ -26,6 +26,7 @@ class AttributionSettings:
 class LandingSettings:
     batch_bytes: int = 16 * 1024 * 1024  # two in flight, ~7x their size each while normalised: ~600 MB peak
     max_line_bytes: int = 64 * 1024
+    batch_lines: int = 256 * 1024  # a unit's rows, whatever its bytes: 16 MB of empty lines would be 16 M rows
     workers: int = 0  # processes landing attempts in parallel; 0 = one per core when the input is big
 
 

@@ -277,6 +277,7 @@ class _Piece:
     chunk: bytes = b""
     first_line: int = 1
     cut_bytes: int = 0
+    lines: int = 0
     first: bool = False
     last: bool = False
     error: str | None = None
@@ -360,10 +361,11 @@ def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
     for index, (_, _, log_file) in enumerate(files):
         previous: _Piece | None = None
         try:
-            for chunk, first_line, cut_bytes in read_batches(log_file.uri, _piece_bytes(settings), settings.max_line_bytes):
+            for chunk, first_line, cut_bytes in read_batches(log_file.uri, _piece_bytes(settings), settings.max_line_bytes,
+                                                             _piece_lines(settings)):
                 if previous is not None:
                     yield previous
-                previous = _Piece(index, log_file, chunk, first_line, cut_bytes, first=previous is None)
+                previous = _Piece(index, log_file, chunk, first_line, cut_bytes, chunk.count(b"\n"), first=previous is None)
         except (OSError, EOFError, ValueError) as e:
             if previous is not None:
                 yield previous
@@ -382,16 +384,21 @@ def _piece_bytes(settings: LandingSettings) -> int:
     return max(settings.batch_bytes // _PIECES_PER_UNIT, 1)
 
 
+def _piece_lines(settings: LandingSettings) -> int:
+    return max(settings.batch_lines // _PIECES_PER_UNIT, 1)
+
+
 def _units(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
-    """Group consecutive pieces into units of at most batch_bytes."""
+    """Group consecutive pieces into units of at most batch_bytes and batch_lines."""
     unit: list[_Piece] = []
-    size = 0
+    size = lines = 0
     for piece in _pieces(files, settings):
-        if unit and size + len(piece.chunk) > settings.batch_bytes:
+        if unit and (size + len(piece.chunk) > settings.batch_bytes or lines + piece.lines > settings.batch_lines):
             yield unit
-            unit, size = [], 0
+            unit, size, lines = [], 0, 0
         unit.append(piece)
         size += len(piece.chunk)
+        lines += piece.lines
     if unit:
         yield unit
 

@@ -9,6 +9,7 @@ from firstfault.lake import Lake
 from firstfault.connectors.local_files import read_batches, resolve_logs
 from firstfault.connectors.metrics_csv import read_metrics
 from firstfault.connectors.static_context import context_from_dict
+from firstfault import landing
 from firstfault.landing import land_attempt
 from firstfault.transforms.extract import load_patterns
 
@@ -113,3 +114,33 @@ def test_a_kernel_log_with_stray_latin1_bytes_is_landed_not_skipped(tmp_path):
     report = next(r for r in result.reports if r["uri"].endswith("node-01.log"))
     assert (report["status"], report["rows"], report["lines_malformed"]) == ("ok", 5, 2)
     assert result.event_rows >= 1  # the Xid
+
+
+def test_read_batches_bounds_the_lines_of_a_chunk(tmp_path):
+    data = b"\n" * 10 + b"a\nb\n"
+    (tmp_path / "flood.log").write_bytes(data)
+    chunks = list(read_batches((tmp_path / "flood.log").as_uri(), batch_bytes=1024, max_line_bytes=100, max_lines=5))
+    assert [(c.count(b"\n"), first) for c, first, _ in chunks] == [(5, 1), (5, 6), (2, 11)]
+    assert b"".join(c for c, _, _ in chunks) == data
+
+
+def test_a_newline_flood_lands_in_units_of_bounded_lines_with_the_same_rows(tmp_path, monkeypatch):
+    # 200 k empty lines around a fatal Xid: units are cut by lines too, and the rows do not depend on the cut
+    (tmp_path / "node-01.log").write_bytes(
+        b"\n" * 100_000 + b"Nov 29 01:10:02 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+        + b"\n" * 100_000)
+    ctx = make_ctx(tmp_path, logs=[{"source": "syslog", "path": "{node}.log"}])
+    unit_lines: dict[str, list[int]] = {}
+    units = landing._units
+
+    def landed(name: str, settings: LandingSettings):
+        unit_lines[name] = []
+        monkeypatch.setattr(landing, "_units", lambda files, s: (unit_lines[name].append(sum(p.lines for p in u)) or u
+                                                                 for u in units(files, s)))
+        lake = Lake(str(tmp_path / name))
+        result = land_attempt(ctx, lake, load_patterns(), settings)
+        return pl.from_arrow(lake.read("logs", ctx.day, ctx.attempt_key)).sort("line").drop("uri"), result.event_rows
+
+    by_lines, by_bytes = landed("lines", LandingSettings(batch_lines=20_000)), landed("bytes", LandingSettings())
+    assert max(unit_lines["lines"]) <= 20_000 and len(unit_lines["lines"]) >= 10 and unit_lines["bytes"] == [200_001]
+    assert by_lines[0].equals(by_bytes[0]) and by_lines[1] == by_bytes[1] == 1
