@@ -6,10 +6,13 @@ import os
 import posixpath
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import fsspec
 import numpy as np
+from fsspec.compression import compr
+from fsspec.utils import infer_compression
 
 from firstfault.connectors.static_context import AttemptContext, LogSpec
 
@@ -108,10 +111,11 @@ def read_batches(uri: str, batch_bytes: int, max_line_bytes: int, max_lines: int
     """
     line_no = 1
     carry = b""
-    with fsspec.open(uri, "rb", compression="infer") as f:
+    with _open_bounded(uri) as (f, compression_ratio_exceeded):
         damage = None
         while damage is None:
             block, damage = _read_up_to(f, batch_bytes)
+            damage = damage or compression_ratio_exceeded()
             if not block:
                 break
             data = carry + block
@@ -147,6 +151,55 @@ def _at_most_lines(chunk: bytes, max_lines: int | None) -> list[bytes]:
 
 
 _READ_STEP = 1 << 20
+# a compressed file may expand this much once this much has come out of it (logs compress 10-20:1; a bomb 1000:1)
+MAX_COMPRESSION_RATIO = 100
+RATIO_CHECKED_AFTER = 64 << 20
+
+
+class DecompressionBomb(ValueError):
+    """A compressed file expanding far beyond what logs do: what came out before is kept, the rest is not read."""
+
+
+@contextmanager
+def _open_bounded(uri: str):
+    """(readable stream, check) for `uri`, decompressed by its suffix; check() returns a DecompressionBomb once the
+    output exceeds RATIO_CHECKED_AFTER and MAX_COMPRESSION_RATIO times the compressed bytes read."""
+    compression = infer_compression(uri)
+    with fsspec.open(uri, "rb") as raw:
+        if compression is None:
+            yield raw, lambda: None
+            return
+        stream = compr[compression](raw, mode="rb")
+        out = _CountingReader(stream)
+
+        def exceeded() -> DecompressionBomb | None:
+            if out.count > RATIO_CHECKED_AFTER and out.count > MAX_COMPRESSION_RATIO * max(raw.tell(), 1):
+                return DecompressionBomb(f"decompressed {out.count >> 20} MiB from {raw.tell() >> 10} KiB "
+                                         f"(over {MAX_COMPRESSION_RATIO}:1): the rest is not read")
+            return None
+
+        try:
+            yield out, exceeded
+        finally:
+            stream.close()
+
+
+class _CountingReader:
+    """A stream that counts the bytes read from it."""
+
+    def __init__(self, stream):
+        self._stream, self.count = stream, 0
+        self._read1 = getattr(stream, "read1", stream.read)
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self.count += len(data)
+        return data
+
+    def read1(self, size: int = -1) -> bytes:
+        data = self._read1(size)
+        self.count += len(data)
+        return data
 
 
 def _read_up_to(f, size: int) -> tuple[bytes, Exception | None]:

@@ -20,6 +20,8 @@ KNOWN_KEYS = {
     "gpus_per_node", "nodes", "ranks", "logs", "metrics", "flight_recorder", "boot_times", "addresses", "scheduler",
 }
 LABEL_MODES = ("rank", "node")
+# a context names its files; even a thousand-node one with ranks and addresses is far below this
+MAX_SPEC_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,11 @@ class AttemptContext:
 def load_static_context(path: str) -> AttemptContext:
     """Read and validate a static context; raise BadInput naming the file and field."""
     try:
-        with fsspec.open(path, "rt", encoding="utf-8") as f:
-            text = f.read()
+        with fsspec.open(path, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)  # never more: the path may be a device or a huge file
+        if len(data) > MAX_SPEC_BYTES:
+            raise BadInput(path, "-", f"larger than {MAX_SPEC_BYTES >> 20} MiB: not a static context")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise BadInput(path, "-", "file not found") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -144,3 +144,31 @@ def test_a_newline_flood_lands_in_units_of_bounded_lines_with_the_same_rows(tmp_
     by_lines, by_bytes = landed("lines", LandingSettings(batch_lines=20_000)), landed("bytes", LandingSettings())
     assert max(unit_lines["lines"]) <= 20_000 and len(unit_lines["lines"]) >= 10 and unit_lines["bytes"] == [200_001]
     assert by_lines[0].equals(by_bytes[0]) and by_lines[1] == by_bytes[1] == 1
+
+
+def test_a_decompression_bomb_is_cut_and_reported_not_read_whole(tmp_path, monkeypatch):
+    import firstfault.connectors.local_files as local_files
+
+    monkeypatch.setattr(local_files, "RATIO_CHECKED_AFTER", 1 << 20)  # the default is 64 MiB
+    xid = b"Nov 29 01:10:02 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+    (tmp_path / "node-01.log.gz").write_bytes(gzip.compress(xid + b"\n" * (32 << 20)))  # 32 MiB from ~32 KiB
+    ctx = make_ctx(tmp_path, logs=[{"source": "syslog", "path": "{node}.log.gz"}])
+    result = land_attempt(ctx, Lake(str(tmp_path / "lake")), load_patterns(), LandingSettings())
+    report = next(r for r in result.reports if r["uri"].endswith("node-01.log.gz"))
+    assert report["status"] == "error" and "DecompressionBomb" in report["reason"] and "100:1" in report["reason"]
+    assert 0 < report["rows"] < (8 << 20) and result.event_rows == 1  # what came out before is kept, the Xid too
+
+
+def test_a_device_or_huge_file_is_no_static_context(tmp_path):
+    from firstfault.errors import BadInput
+    from firstfault.connectors.static_context import load_static_context
+
+    for path in ("/dev/zero", str(tmp_path / "big.yaml")):
+        if path.endswith(".yaml"):
+            (tmp_path / "big.yaml").write_bytes(b"#" * (9 << 20))
+        try:
+            load_static_context(path)
+        except BadInput as e:
+            assert "larger than 8 MiB" in str(e)
+        else:
+            raise AssertionError(path)
