@@ -23,6 +23,9 @@ from firstfault.schema import FLIGHT_RECORDER_ENTRY_SCHEMA, FLIGHT_RECORDER_SOUR
 
 SOURCE = FLIGHT_RECORDER_SOURCE
 MAX_DUMP_BYTES = 256 * 1024 * 1024
+# a ring buffer holds TORCH_NCCL_TRACE_BUFFER_SIZE entries (2,000 by default, rarely over 20,000); a dump claiming more
+# is read by its newest entries only: a small pickle can repeat one entry millions of times by reference
+MAX_DUMP_ENTRIES = 100_000
 
 _RANK_IN_NAME = re.compile(r"_dump_(\d+)$")
 _PLAIN = (dict, list, tuple, str, bytes, int, float, bool, type(None))
@@ -74,9 +77,11 @@ def read_dumps(uris: list[str], ctx: AttemptContext) -> tuple[pl.DataFrame, list
         if dump is None:
             continue
         rank = report["rank"]
-        for i, e in enumerate(dump.get("entries") or []):
-            if isinstance(e, dict):
-                rows.append(_entry_row(ctx.attempt_id, rank, uri, i, e))
+        entries = dump.get("entries") or []
+        first = max(len(entries) - MAX_DUMP_ENTRIES, 0)
+        for i in range(first, len(entries)):
+            if isinstance(entries[i], dict):
+                rows.append(_entry_row(ctx.attempt_id, rank, uri, i, entries[i]))
     frame = pl.DataFrame(rows, schema=FLIGHT_RECORDER_ENTRY_SCHEMA, orient="row") if rows else pl.DataFrame(schema=FLIGHT_RECORDER_ENTRY_SCHEMA)
     return frame, reports
 
@@ -99,8 +104,11 @@ def _read_one(uri: str) -> tuple[dict | None, dict]:
         return None, {**report, "status": "error", "reason": "not a dump: no rank field and no _dump_<rank> file name"}
     entries = dump.get("entries") or []
     dump["_pgs"] = _pg_config(dump)
-    return dump, {**report, "status": "ok" if entries else "empty", "rows": len(entries), "rank": rank,
-                  "reason": None if entries else "dump has no entries", "dump": dump}
+    dropped = max(len(entries) - MAX_DUMP_ENTRIES, 0)
+    reason = "dump has no entries" if not entries else (
+        f"{dropped} entries older than the newest {MAX_DUMP_ENTRIES} skipped" if dropped else None)
+    return dump, {**report, "status": "ok" if entries else "empty", "rows": len(entries) - dropped, "rank": rank,
+                  "reason": reason, "dump": dump}
 
 
 def _pg_config(dump: dict) -> dict[str, str]:
