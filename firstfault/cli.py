@@ -88,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     api.add_argument("--config", help="firstfault.toml (schedulers, plug-ins, rules, patterns)")
     api.add_argument("--warehouse", help="DuckDB file (default from the config)")
     api.add_argument("--lake", help="lake root URL (default from the config)")
+    api.add_argument("--no-auth", action="store_true", help="serve without a bearer token (only on a loopback --host)")
     api.set_defaults(handler=_api)
 
     serve = sub.add_parser("serve", help="serve the nightly run as a scheduled Prefect deployment (needs a Prefect server)")
@@ -154,7 +155,8 @@ def _api(args) -> int:
 
     if not 0 <= args.port <= 65535:
         raise BadInput("--port", "port", "must be between 0 and 65535")
-    serve(resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse), host=args.host, port=args.port)
+    serve(resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse), host=args.host, port=args.port,
+          no_auth=args.no_auth, config_file=args.config or "firstfault.toml")
     return 0
 
 
