@@ -58,11 +58,13 @@ def load_dump(data: bytes) -> dict:
 
 
 def rank_of(dump: dict, uri: str) -> int | None:
+    """The dump's rank, from its fields or its file name; None when neither holds one that fits the rank column."""
     for key in ("rank", "global_rank"):
-        if isinstance(dump.get(key), int) and not isinstance(dump.get(key), bool):
-            return dump[key]
+        rank = _int(dump.get(key), _INT32)
+        if rank is not None and rank >= 0:
+            return rank
     m = _RANK_IN_NAME.search(posixpath.basename(uri))
-    return int(m.group(1)) if m else None
+    return _int(int(m.group(1)), _INT32) if m else None
 
 
 def read_dumps(uris: list[str], ctx: AttemptContext) -> tuple[pl.DataFrame, list[dict]]:
@@ -114,8 +116,12 @@ def _pg_config(dump: dict) -> dict[str, str]:
     return out
 
 
-def _int(v):
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+_INT32, _INT64 = 2**31, 2**63
+
+
+def _int(v, bound: int = _INT64):
+    """An integer that fits its column (Int64 unless said), else None: a dump is data from the job, not trusted."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -bound <= v < bound else None
 
 
 def _entry_row(attempt_id: str, rank: int, uri: str, i: int, e: dict) -> dict:
