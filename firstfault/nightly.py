@@ -36,6 +36,7 @@ from firstfault.lake import Lake
 from firstfault.run import attribute, land, load_rule_set
 from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA, run_failure
 from firstfault.warehouse.fleet import rebuild
+from firstfault.warehouse.night_lock import nightly_lock
 from firstfault.warehouse.read import unchanged_attempts
 from firstfault.warehouse.store import load_attempts
 
@@ -214,9 +215,11 @@ def rebuild_fleet(config: Config) -> str:
 def run_nightly(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
                 shards: int = 0, flow: str = "nightly") -> dict:
     """The whole night without Prefect: the same functions the flow's tasks call, shards one after the other."""
-    plan = plan_night(config, run_date, catalog, force, shards)
-    urls, failures = _run_shards(plan, config)
-    return load_results(urls, plan, config, flow=flow, extra_failures=failures)
+    run_id = uuid.uuid4().hex
+    with nightly_lock(config.warehouse.path, run_id):
+        plan = plan_night(config, run_date, catalog, force, shards, run_id=run_id)
+        urls, failures = _run_shards(plan, config)
+        return load_results(urls, plan, config, flow=flow, extra_failures=failures)
 
 
 # Below this many attempts a second process costs more (interpreter start and imports, ~3 s) than it saves.

@@ -25,6 +25,7 @@ from firstfault.nightly import (
     run_shard,
     shard_failure_rows,
 )
+from firstfault.warehouse.night_lock import nightly_lock
 
 FLOW_NAME = "nightly"
 DEPLOYMENT_NAME = "nightly"
@@ -48,20 +49,22 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
     """Attribute every attempt that ended on run_date (UTC, default yesterday) in the catalog."""
     logger = get_run_logger()
     config = resolve_config(config_path, lake_root=lake_root, warehouse_path=warehouse_path)
-    plan = plan_night(config, run_date, catalog, force, shards, run_id=uuid.uuid4().hex)
-    logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
-                plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
-    futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))
-    futures.wait()
-    urls, lost = [], []
-    for shard, future in zip(plan.shards, futures):
-        if future.state.is_completed():
-            urls.append(future.result())
-        else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
-            error = future.state.message or "shard task failed"
-            logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
-            lost.extend(shard_failure_rows(shard, error))
-    summary = load_task(urls, plan, config, lost)
+    run_id = uuid.uuid4().hex
+    with nightly_lock(config.warehouse.path, run_id):
+        plan = plan_night(config, run_date, catalog, force, shards, run_id=run_id)
+        logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
+                    plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
+        futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))
+        futures.wait()
+        urls, lost = [], []
+        for shard, future in zip(plan.shards, futures):
+            if future.state.is_completed():
+                urls.append(future.result())
+            else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
+                error = future.state.message or "shard task failed"
+                logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
+                lost.extend(shard_failure_rows(shard, error))
+        summary = load_task(urls, plan, config, lost)
     logger.info("%s", render_summary(summary))
     publish_artifacts(config.warehouse.path)
     return summary
