@@ -95,6 +95,8 @@ def load_static_context(path: str) -> AttemptContext:
         raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {str(e).splitlines()[0]}") from None
     except RecursionError:
         raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: nested too deeply") from None
+    except ValueError as e:  # a number of more than 4,300 digits (Python's limit on int from text)
+        raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {e}") from None
     base = posixpath.dirname(path) or "."
     return context_from_dict(doc, path, base)
 

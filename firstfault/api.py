@@ -242,7 +242,7 @@ def create_app(config: Config, token: str | None) -> FastAPI:
             return reply(413, {"error": f"request body: over this server's limit of {limits.max_body_bytes} bytes ([api] max_body_bytes)"})
         try:
             body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of more than 4,300 digits
             raise BadInput(REQUEST, "-", f"not valid JSON: {e}") from None
         except RecursionError:
             raise BadInput(REQUEST, "-", "not valid JSON: nested too deeply") from None

@@ -2,13 +2,17 @@
 values of the wrong type are refused, not silently converted; attempt ids that cannot be read back are refused."""
 import json
 import pickle
+from datetime import datetime, timezone
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from firstfault.cli import main
 from firstfault.config import resolve_config
-from firstfault.connectors.static_context import context_from_dict
+from firstfault.connectors.static_context import KNOWN_KEYS, context_from_dict
+from firstfault.errors import BadInput
 from firstfault.ids import attempt_id
 from test_api import Server, with_api
 
@@ -51,13 +55,16 @@ def test_bad_static_context_is_exit_2_naming_the_field(tmp_path, capsys, extra, 
 
 
 def test_yaml_only_cases(tmp_path, capsys):
-    """Mixed-type keys (YAML reads `5:` as an integer) and documents nested 100k deep."""
+    """Mixed-type keys (YAML reads `5:` as an integer), documents nested 100k deep, numbers of 5,000 digits."""
     cases = {
         "boot.yaml": "workload_id: w\nstart: '2026-11-29T01:00:00Z'\nnodes: [n1, '5']\n"
                      "boot_times: {n1: '2026-11-29T00:00:00Z', 5: '2026-11-29T00:00:00Z'}\n",
         "addresses.yaml": "workload_id: w\nstart: '2026-11-29T01:00:00Z'\nnodes: [n1]\naddresses: {n1: [10.0.0.1], 7: [10.0.0.2]}\n",
         "deep.json": '{"workload_id": "w", "scheduler": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}",
         "deep.yaml": "workload_id: w\nscheduler: {x: " + "[" * 100_000 + "]" * 100_000 + "}\n",
+        # more digits than Python reads as a number from text
+        "digits.json": '{"workload_id": "w", "attempt": ' + "1" * 5000 + "}",
+        "digits.yaml": "workload_id: w\nattempt: " + "1" * 5000 + "\n",
     }
     for name, text in cases.items():
         (tmp_path / name).write_text(text)
@@ -75,6 +82,8 @@ def test_bad_static_context_over_http_is_400(tmp_path):
             body = {**BASE, **extra, "base_dir": str(tmp_path)}
             status, reply = api.request("POST", "/v1/attribute", body)
             assert status == 400 and reply["error"].startswith(f"request body: field '{field}': "), (extra, reply)
+        status, reply = api.request("POST", "/v1/attribute", b'{"workload_id": "w", "attempt": ' + b"1" * 5000 + b"}")
+        assert status == 400 and "not valid JSON" in reply["error"]
 
 
 def test_ids_round_trip():
@@ -100,3 +109,30 @@ def test_flight_recorder_values_too_large_for_their_columns_are_dropped_not_fata
     capsys.readouterr()
     assert main(["sql", *args, "SELECT status FROM connector_reports WHERE uri LIKE '%_dump_%' ORDER BY uri", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ["status", "ok", "error"]
+
+
+# --- any document: a context or BadInput, nothing else -------------------------------------------------------------
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(10**40), max_value=10**40), st.floats(allow_nan=True),
+    st.text(max_size=30), st.sampled_from(["node-01", "2026-11-29T01:00:00Z", "0001-01-01", "bogus://x", "a/b", "UTC",
+                                           "app.log", "\x00", "\n", "x" * 300, "{node}", "rank", "node"]),
+    st.datetimes(timezones=st.sampled_from([None, timezone.utc])),
+)
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4),
+    st.dictionaries(st.one_of(st.sampled_from(["path", "rank", "node", "local_rank", "source", "label", "node-01"]),
+                              st.text(max_size=5), st.integers(-3, 3)), inner, max_size=4)), max_leaves=12)
+documents = st.dictionaries(st.sampled_from(sorted(KNOWN_KEYS)), values, max_size=8).map(
+    lambda d: {"workload_id": "w", "start": datetime(2026, 11, 29, 1), "nodes": ["node-01"], **d})
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(documents)
+def test_any_document_is_a_context_or_bad_input(doc):
+    try:
+        ctx = context_from_dict(doc, "<fuzz>", "/tmp")
+    except BadInput:
+        return
+    assert "/" not in ctx.cluster and len(ctx.attempt_key) <= 240 and ctx.gpus_per_node <= 1024
+    assert len(ctx.rank_map()) <= len(ctx.nodes) * 1024 + len(ctx.ranks)
