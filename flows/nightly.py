@@ -19,6 +19,7 @@ from firstfault.config import Config, resolve_config
 from firstfault.nightly import (
     Candidate,
     Plan,
+    claim_results,
     load_results,
     plan_night,
     render_summary,
@@ -52,6 +53,7 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
     run_id = uuid.uuid4().hex
     with nightly_lock(config.warehouse.path, run_id):
         plan = plan_night(config, run_date, catalog, force, shards, run_id=run_id)
+        claim_results(config, run_id)
         logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
                     plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
         futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))

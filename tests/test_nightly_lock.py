@@ -51,3 +51,14 @@ def test_a_stale_lock_file_of_a_dead_pid_is_taken_over(tmp_path, capsys):
         {"run_id": "dead-run", "pid": int(dead.stdout), "host": "h", "started_at": "2026-11-30T02:00:00+00:00"}))
     assert main(args) == 0, capsys.readouterr().err
     assert "attributed 1" in capsys.readouterr().out
+
+
+def test_results_left_by_a_dead_run_of_this_warehouse_are_removed_others_kept(tmp_path, capsys):
+    args = catalog(tmp_path)
+    results = tmp_path / "lake" / "results"
+    for run, owner in (("dead", str(tmp_path / "wh.duckdb")), ("other", str(tmp_path / "other.duckdb")), ("unmarked", None)):
+        (results / f"run={run}" / "shard=0").mkdir(parents=True)
+        if owner:
+            (results / f"run={run}" / "warehouse").write_text(owner)
+    assert main(args) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in results.iterdir()) == ["run=other", "run=unmarked"]
