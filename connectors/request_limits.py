@@ -36,7 +36,7 @@ class Roots:
     def holds(self, target: str) -> bool:
         """Whether `target` (a URL, or a local path whose symlinks are resolved here) lies inside a root."""
         if "://" in target:
-            return any(target.startswith(u + "/") for u in self.urls)
+            return any(target == u or target.startswith(u + "/") for u in self.urls)
         real = os.path.realpath(target)
         return any(real == f or real.startswith(f.rstrip("/") + "/") for f in self.folders)
 

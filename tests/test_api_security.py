@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from firstfault.cli import main
-from firstfault.config import resolve_config
+from firstfault.config import ApiSettings, resolve_config
+from firstfault.connectors.request_limits import Roots
 from test_api import Server, with_api
 
 START = "2026-11-29T01:00:00Z"
@@ -111,7 +112,8 @@ def test_a_path_inside_the_allowed_root_is_attributed(tmp_path, root):
 
 @pytest.mark.parametrize("extra, limits, says", [
     ({"nodes": [f"n{i}" for i in range(20)]}, {"max_nodes": 10}, "field 'nodes': 20 is over this server's limit of 10"),
-    ({"gpus_per_node": 1_000_000}, {}, "field 'gpus_per_node': 1000000 is over this server's limit of 64"),
+    ({"gpus_per_node": 100}, {}, "field 'gpus_per_node': 100 is over this server's limit of 64"),
+    ({"gpus_per_node": 1_000_000}, {}, "field 'gpus_per_node': must be <= 1024"),
     ({"nodes": [f"n{i}" for i in range(200)], "gpus_per_node": 64}, {}, "max_ranks"),
     ({"ranks": [{"rank": r, "node": "node-01"} for r in range(20)]}, {"max_ranks": 10}, "field 'ranks'"),
     ({"logs": [{"path": f"logs/{i}.log"} for i in range(5)]}, {"max_paths": 4}, "max_paths"),
@@ -182,3 +184,10 @@ def test_sigterm_stops_the_server(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_url_paths_only_under_a_listed_url_prefix():
+    roots = Roots.from_settings(ApiSettings(allowed_roots=("s3://bucket/logs/", "/data")))
+    assert roots.holds("s3://bucket/logs") and roots.holds("s3://bucket/logs/job/1.log")
+    assert not roots.holds("s3://bucket/logs-other/x") and not roots.holds("s3://bucket/x")
+    assert not roots.holds("http://bucket/logs/x") and not roots.holds("/data-other/x") and roots.holds("/data/x")
