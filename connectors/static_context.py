@@ -25,6 +25,7 @@ MAX_TEXT_CHARS = 200       # ids, names and zones: longer ones are not real, and
 MAX_KEY_CHARS = 240        # the attempt's path-safe key is a folder name (255 bytes at most on most filesystems)
 MAX_INT = 2**31 - 1        # attempt, rank and local_rank fit the int32/int64 columns they go to
 MAX_GPUS_PER_NODE = 1024   # nodes x gpus_per_node ranks are built in memory
+MAX_SPEC_BYTES = 16 * 2**20  # a context of 10,000 nodes with their ranks is about 1 MB
 EARLIEST, LATEST = datetime(1970, 1, 2, tzinfo=timezone.utc), datetime(3000, 1, 1, tzinfo=timezone.utc)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -83,8 +84,11 @@ class AttemptContext:
 def load_static_context(path: str) -> AttemptContext:
     """Read and validate a static context; raise BadInput naming the file and field."""
     try:
-        with fsspec.open(path, "rt", encoding="utf-8") as f:
-            text = f.read()
+        with fsspec.open(path, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)  # bounded: `--static /dev/zero` must not read forever
+        if len(data) > MAX_SPEC_BYTES:
+            raise BadInput(path, "-", f"larger than {MAX_SPEC_BYTES // 2**20} MiB: not a static context")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise BadInput(path, "-", "file not found") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -136,3 +136,9 @@ def test_any_document_is_a_context_or_bad_input(doc):
         return
     assert "/" not in ctx.cluster and len(ctx.attempt_key) <= 240 and ctx.gpus_per_node <= 1024
     assert len(ctx.rank_map()) <= len(ctx.nodes) * 1024 + len(ctx.ranks)
+
+
+def test_a_static_context_that_never_ends_is_refused(tmp_path, capsys):
+    code = main(["attribute", "--static", "/dev/zero", "--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")])
+    err = capsys.readouterr().err
+    assert code == 2 and err == "firstfault: /dev/zero: field '-': larger than 16 MiB: not a static context\n"
