@@ -23,6 +23,10 @@ from firstfault.schema import FLIGHT_RECORDER_ENTRY_SCHEMA, FLIGHT_RECORDER_SOUR
 
 SOURCE = FLIGHT_RECORDER_SOURCE
 MAX_DUMP_BYTES = 256 * 1024 * 1024
+# A real dump holds TORCH_NCCL_TRACE_BUFFER_SIZE entries (2,000 by default), but a pickle can reference one entry
+# millions of times in a few MB: only the latest entries become rows, and no value's JSON text grows past a bound
+MAX_ENTRIES = 65536
+MAX_JSON_CHARS = 65536
 
 _RANK_IN_NAME = re.compile(r"_dump_(\d+)$")
 _PLAIN = (dict, list, tuple, str, bytes, int, float, bool, type(None))
@@ -76,7 +80,9 @@ def read_dumps(uris: list[str], ctx: AttemptContext) -> tuple[pl.DataFrame, list
         if dump is None:
             continue
         rank = report["rank"]
-        for i, e in enumerate(dump.get("entries") or []):
+        entries = dump.get("entries") or []
+        first = max(0, len(entries) - MAX_ENTRIES)
+        for i, e in enumerate(entries[first:], start=first):
             if isinstance(e, dict):
                 rows.append(_entry_row(ctx.attempt_id, rank, uri, i, e))
     frame = pl.DataFrame(rows, schema=FLIGHT_RECORDER_ENTRY_SCHEMA, orient="row") if rows else pl.DataFrame(schema=FLIGHT_RECORDER_ENTRY_SCHEMA)
@@ -101,8 +107,11 @@ def _read_one(uri: str) -> tuple[dict | None, dict]:
         return None, {**report, "status": "error", "reason": "not a dump: no rank field and no _dump_<rank> file name"}
     entries = dump.get("entries") or []
     dump["_pgs"] = _pg_config(dump)
-    return dump, {**report, "status": "ok" if entries else "empty", "rows": len(entries), "rank": rank,
-                  "reason": None if entries else "dump has no entries", "dump": dump}
+    reason = None if entries else "dump has no entries"
+    if len(entries) > MAX_ENTRIES:
+        reason = f"{len(entries) - MAX_ENTRIES} older entries skipped: more than {MAX_ENTRIES} in one dump"
+    return dump, {**report, "status": "ok" if entries else "empty", "rows": min(len(entries), MAX_ENTRIES), "rank": rank,
+                  "reason": reason, "dump": dump}
 
 
 def _pg_config(dump: dict) -> dict[str, str]:
@@ -143,9 +152,17 @@ def _entry_row(attempt_id: str, rank: int, uri: str, i: int, e: dict) -> dict:
 
 
 def _json(v) -> str | None:
+    """The value as JSON text; None when it is not JSON or longer than MAX_JSON_CHARS (encoded piece by piece, so
+    a list that references itself a million times is not built first)."""
     if v is None:
         return None
+    parts, size = [], 0
     try:
-        return json.dumps(v, default=str)
-    except (TypeError, ValueError):
+        for part in json.JSONEncoder(default=str).iterencode(v):
+            size += len(part)
+            if size > MAX_JSON_CHARS:
+                return None
+            parts.append(part)
+    except (TypeError, ValueError, RecursionError):
         return None
+    return "".join(parts)
