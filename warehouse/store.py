@@ -26,7 +26,15 @@ def connect_writer(path: str, wait_s: float = WRITER_WAIT_S) -> duckdb.DuckDBPyC
     lost to one."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     con = _connect_waiting(path, read_only=False, wait_s=wait_s)
-    con.execute(schema_sql())
+    try:
+        # one transaction: a process killed while creating the schema leaves all of it or none of it, never a
+        # warehouse without some of its tables
+        con.execute("BEGIN TRANSACTION")
+        con.execute(schema_sql())
+        con.execute("COMMIT")
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
