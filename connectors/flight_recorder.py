@@ -23,9 +23,10 @@ from firstfault.schema import FLIGHT_RECORDER_ENTRY_SCHEMA, FLIGHT_RECORDER_SOUR
 
 SOURCE = FLIGHT_RECORDER_SOURCE
 MAX_DUMP_BYTES = 256 * 1024 * 1024
-# a ring buffer holds TORCH_NCCL_TRACE_BUFFER_SIZE entries (2,000 by default, rarely over 20,000); a dump claiming more
-# is read by its newest entries only: a small pickle can repeat one entry millions of times by reference
-MAX_DUMP_ENTRIES = 100_000
+# A real dump holds TORCH_NCCL_TRACE_BUFFER_SIZE entries (2,000 by default), but a pickle can reference one entry
+# millions of times in a few MB: only the latest entries become rows, and no value's JSON text grows past a bound
+MAX_ENTRIES = 65536
+MAX_JSON_CHARS = 65536
 
 _RANK_IN_NAME = re.compile(r"_dump_(\d+)$")
 _PLAIN = (dict, list, tuple, str, bytes, int, float, bool, type(None))
@@ -61,11 +62,13 @@ def load_dump(data: bytes) -> dict:
 
 
 def rank_of(dump: dict, uri: str) -> int | None:
+    """The dump's rank, from its fields or its file name; None when neither holds one that fits the rank column."""
     for key in ("rank", "global_rank"):
-        if isinstance(dump.get(key), int) and not isinstance(dump.get(key), bool):
-            return dump[key]
+        rank = _int(dump.get(key), _INT32)
+        if rank is not None and rank >= 0:
+            return rank
     m = _RANK_IN_NAME.search(posixpath.basename(uri))
-    return int(m.group(1)) if m else None
+    return _int(int(m.group(1)), _INT32) if m else None
 
 
 def read_dumps(uris: list[str], ctx: AttemptContext) -> tuple[pl.DataFrame, list[dict]]:
@@ -78,10 +81,10 @@ def read_dumps(uris: list[str], ctx: AttemptContext) -> tuple[pl.DataFrame, list
             continue
         rank = report["rank"]
         entries = dump.get("entries") or []
-        first = max(len(entries) - MAX_DUMP_ENTRIES, 0)
-        for i in range(first, len(entries)):
-            if isinstance(entries[i], dict):
-                rows.append(_entry_row(ctx.attempt_id, rank, uri, i, entries[i]))
+        first = max(0, len(entries) - MAX_ENTRIES)
+        for i, e in enumerate(entries[first:], start=first):
+            if isinstance(e, dict):
+                rows.append(_entry_row(ctx.attempt_id, rank, uri, i, e))
     frame = pl.DataFrame(rows, schema=FLIGHT_RECORDER_ENTRY_SCHEMA, orient="row") if rows else pl.DataFrame(schema=FLIGHT_RECORDER_ENTRY_SCHEMA)
     return frame, reports
 
@@ -104,10 +107,10 @@ def _read_one(uri: str) -> tuple[dict | None, dict]:
         return None, {**report, "status": "error", "reason": "not a dump: no rank field and no _dump_<rank> file name"}
     entries = dump.get("entries") or []
     dump["_pgs"] = _pg_config(dump)
-    dropped = max(len(entries) - MAX_DUMP_ENTRIES, 0)
-    reason = "dump has no entries" if not entries else (
-        f"{dropped} entries older than the newest {MAX_DUMP_ENTRIES} skipped" if dropped else None)
-    return dump, {**report, "status": "ok" if entries else "empty", "rows": len(entries) - dropped, "rank": rank,
+    reason = None if entries else "dump has no entries"
+    if len(entries) > MAX_ENTRIES:
+        reason = f"{len(entries) - MAX_ENTRIES} older entries skipped: more than {MAX_ENTRIES} in one dump"
+    return dump, {**report, "status": "ok" if entries else "empty", "rows": min(len(entries), MAX_ENTRIES), "rank": rank,
                   "reason": reason, "dump": dump}
 
 
@@ -122,8 +125,12 @@ def _pg_config(dump: dict) -> dict[str, str]:
     return out
 
 
-def _int(v):
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+_INT32, _INT64 = 2**31, 2**63
+
+
+def _int(v, bound: int = _INT64):
+    """An integer that fits its column (Int64 unless said), else None: a dump is data from the job, not trusted."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -bound <= v < bound else None
 
 
 def _entry_row(attempt_id: str, rank: int, uri: str, i: int, e: dict) -> dict:
@@ -145,9 +152,17 @@ def _entry_row(attempt_id: str, rank: int, uri: str, i: int, e: dict) -> dict:
 
 
 def _json(v) -> str | None:
+    """The value as JSON text; None when it is not JSON or longer than MAX_JSON_CHARS (encoded piece by piece, so
+    a list that references itself a million times is not built first)."""
     if v is None:
         return None
+    parts, size = [], 0
     try:
-        return json.dumps(v, default=str)
-    except (TypeError, ValueError):
+        for part in json.JSONEncoder(default=str).iterencode(v):
+            size += len(part)
+            if size > MAX_JSON_CHARS:
+                return None
+            parts.append(part)
+    except (TypeError, ValueError, RecursionError):
         return None
+    return "".join(parts)

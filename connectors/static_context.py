@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -20,8 +21,13 @@ KNOWN_KEYS = {
     "gpus_per_node", "nodes", "ranks", "logs", "metrics", "flight_recorder", "boot_times", "addresses", "scheduler",
 }
 LABEL_MODES = ("rank", "node")
-# a context names its files; even a thousand-node one with ranks and addresses is far below this
-MAX_SPEC_BYTES = 8 << 20
+MAX_TEXT_CHARS = 200       # ids, names and zones: longer ones are not real, and ids become file names in the lake
+MAX_KEY_CHARS = 240        # the attempt's path-safe key is a folder name (255 bytes at most on most filesystems)
+MAX_INT = 2**31 - 1        # attempt, rank and local_rank fit the int32/int64 columns they go to
+MAX_GPUS_PER_NODE = 1024   # nodes x gpus_per_node ranks are built in memory
+MAX_SPEC_BYTES = 16 * 2**20  # a context of 10,000 nodes with their ranks is about 1 MB
+EARLIEST, LATEST = datetime(1970, 1, 2, tzinfo=timezone.utc), datetime(3000, 1, 1, tzinfo=timezone.utc)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -79,9 +85,9 @@ def load_static_context(path: str) -> AttemptContext:
     """Read and validate a static context; raise BadInput naming the file and field."""
     try:
         with fsspec.open(path, "rb") as f:
-            data = f.read(MAX_SPEC_BYTES + 1)  # never more: the path may be a device or a huge file
+            data = f.read(MAX_SPEC_BYTES + 1)  # bounded: `--static /dev/zero` must not read forever
         if len(data) > MAX_SPEC_BYTES:
-            raise BadInput(path, "-", f"larger than {MAX_SPEC_BYTES >> 20} MiB: not a static context")
+            raise BadInput(path, "-", f"larger than {MAX_SPEC_BYTES // 2**20} MiB: not a static context")
         text = data.decode("utf-8")
     except FileNotFoundError:
         raise BadInput(path, "-", "file not found") from None
@@ -91,6 +97,10 @@ def load_static_context(path: str) -> AttemptContext:
         doc = json.loads(text) if path.endswith(".json") else yamlio.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: nested too deeply") from None
+    except ValueError as e:  # a number of more than 4,300 digits (Python's limit on int from text)
+        raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {e}") from None
     base = posixpath.dirname(path) or "."
     return context_from_dict(doc, path, base)
 
@@ -108,11 +118,11 @@ def context_from_dict(doc: Any, spec_uri: str, base_uri: str) -> AttemptContext:
     end = v.timestamp(doc, "end", required=False, tz=tz)
     if end is not None and end < start:
         raise BadInput(spec_uri, "end", "is before start")
-    gpus = v.integer(doc, "gpus_per_node", default=8, minimum=1)
-    return AttemptContext(
+    gpus = v.integer(doc, "gpus_per_node", default=8, minimum=1, maximum=MAX_GPUS_PER_NODE)
+    ctx = AttemptContext(
         workload_id=v.text(doc, "workload_id", required=True),
         attempt=v.integer(doc, "attempt", default=0, minimum=0),
-        cluster=v.text(doc, "cluster", default="default"),
+        cluster=v.cluster(doc),
         state=(v.text(doc, "state") or "").upper() or None,
         exit_code=None if doc.get("exit_code") is None else str(doc["exit_code"]),
         start=start,
@@ -131,6 +141,10 @@ def context_from_dict(doc: Any, spec_uri: str, base_uri: str) -> AttemptContext:
         base_uri=base_uri,
         spec_uri=spec_uri,
     )
+    if len(ctx.attempt_key) > MAX_KEY_CHARS:
+        raise BadInput(spec_uri, "workload_id", f"the attempt id is too long: its path-safe form must fit a file name "
+                       f"({len(ctx.attempt_key)} > {MAX_KEY_CHARS} characters)")
+    return ctx
 
 
 def context_to_dict(ctx: AttemptContext) -> dict[str, Any]:
@@ -172,28 +186,45 @@ class _Validator:
             return default
         if isinstance(value, (dict, list, bool)):
             self.fail(key, "must be a string")
-        value = str(value).strip()
-        if required and not value:
+        return self.name(key, str(value).strip(), allow_empty=not required)
+
+    def name(self, key, value, *, allow_empty=False):
+        """A string that becomes an id, a file name or a column value: short, one line, no control bytes."""
+        if not value and not allow_empty:
             self.fail(key, "must not be empty")
+        if len(value) > MAX_TEXT_CHARS:
+            self.fail(key, f"is {len(value)} characters long, at most {MAX_TEXT_CHARS}")
+        if _CONTROL.search(value):
+            self.fail(key, "must not contain control characters (NUL, newline, ...)")
         return value
 
-    def integer(self, doc, key, *, default, minimum):
+    def cluster(self, doc):
+        # `<cluster>/<workload_id>/<attempt>` reads back only when the cluster has no `/` (the attempt never has one)
+        cluster = self.text(doc, "cluster", default="default")
+        if "/" in cluster:
+            self.fail("cluster", "must not contain '/': attempt ids are <cluster>/<workload_id>/<attempt>")
+        return cluster
+
+    def integer(self, doc, key, *, default, minimum, maximum=MAX_INT, field_=None):
+        field_ = field_ or key
         value = doc.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            self.fail(key, "must be an integer")
+            self.fail(field_, "must be an integer")
         try:
             value = int(value)
         except ValueError:
-            self.fail(key, "must be an integer")
+            self.fail(field_, "must be an integer")
         if value < minimum:
-            self.fail(key, f"must be >= {minimum}")
+            self.fail(field_, f"must be >= {minimum}")
+        if value > maximum:
+            self.fail(field_, f"must be <= {maximum}")
         return value
 
     def timezone(self, doc):
         tz = self.text(doc, "timezone", default="UTC")
         try:
             ZoneInfo(tz)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):
             self.fail("timezone", f"unknown time zone {tz!r}")
         return tz
 
@@ -212,7 +243,13 @@ class _Validator:
                 self.fail(key, f"not an ISO 8601 timestamp: {value!r}")
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=ZoneInfo(tz))
-        return parsed.astimezone(timezone.utc)
+        try:
+            parsed = parsed.astimezone(timezone.utc)
+        except OverflowError:
+            parsed = EARLIEST - timedelta(days=1) if parsed.year < 2000 else LATEST
+        if not EARLIEST <= parsed < LATEST:
+            self.fail(key, f"{value!s} is outside {EARLIEST.year}-01-02 .. {LATEST.year - 1}-12-31")
+        return parsed
 
     def mapping(self, doc, key):
         value = doc.get(key) or {}
@@ -230,7 +267,7 @@ class _Validator:
         for i, n in enumerate(nodes):
             if not isinstance(n, str) or not n.strip():
                 self.fail(f"nodes[{i}]", "must be a host name")
-            names.append(n.strip())
+            names.append(self.name(f"nodes[{i}]", n.strip()))
         if len(set(names)) != len(names):
             self.fail("nodes", "lists a host twice")
         return tuple(names)
@@ -245,12 +282,11 @@ class _Validator:
         for i, r in enumerate(ranks):
             if not isinstance(r, dict) or "rank" not in r or "node" not in r:
                 self.fail(f"ranks[{i}]", "needs rank and node")
-            if r["node"] not in nodes:
+            if not isinstance(r["node"], str) or r["node"] not in nodes:
                 self.fail(f"ranks[{i}].node", f"{r['node']!r} is not in nodes")
-            try:
-                out.append((int(r["rank"]), str(r["node"]), int(r.get("local_rank", 0))))
-            except (TypeError, ValueError):
-                self.fail(f"ranks[{i}]", "rank and local_rank must be integers")
+            rank = self.integer(r, "rank", default=None, minimum=0, field_=f"ranks[{i}].rank")
+            local_rank = self.integer(r, "local_rank", default=0, minimum=0, field_=f"ranks[{i}].local_rank")
+            out.append((rank, r["node"], local_rank))
         return tuple(sorted(out))
 
     def logs(self, doc):
@@ -261,11 +297,14 @@ class _Validator:
         for i, entry in enumerate(logs):
             if not isinstance(entry, dict) or not entry.get("path"):
                 self.fail(f"logs[{i}].path", "required")
-            source = str(entry.get("source") or "applog")
-            label = str(entry.get("label", "rank"))
+            path = self.path(f"logs[{i}].path", entry["path"])
+            source = entry.get("source") or "applog"
+            if not isinstance(source, str):
+                self.fail(f"logs[{i}].source", "must be a string")
+            label = entry.get("label", "rank")
             if label not in LABEL_MODES:
                 self.fail(f"logs[{i}].label", f"must be one of {', '.join(LABEL_MODES)}")
-            out.append(LogSpec(source=source, path=str(entry["path"]), label=label))
+            out.append(LogSpec(source=self.name(f"logs[{i}].source", source.strip()), path=path, label=label))
         return tuple(out)
 
     def paths(self, doc, key):
@@ -275,19 +314,36 @@ class _Validator:
         out = []
         for i, entry in enumerate(entries):
             path = entry.get("path") if isinstance(entry, dict) else entry
-            if not path or not isinstance(path, str):
+            if not path:
                 self.fail(f"{key}[{i}].path", "required")
-            out.append(path)
+            out.append(self.path(f"{key}[{i}].path", path))
         return tuple(out)
+
+    def path(self, key, value):
+        """A file path, glob or fsspec URL of a scheme fsspec can open."""
+        if not isinstance(value, str):
+            self.fail(key, "must be a string")
+        if "\x00" in value or "\n" in value:
+            self.fail(key, "must not contain NUL or newline characters")
+        if "://" in value:
+            for scheme in value.split("://", 1)[0].split("::"):
+                try:
+                    fsspec.get_filesystem_class(scheme)
+                except ValueError:
+                    self.fail(key, f"unknown URL scheme {scheme!r}")
+                except ImportError as e:
+                    self.fail(key, f"URL scheme {scheme!r} needs a package that is not installed: {e}")
+        return value
 
     def boot_times(self, doc, nodes, tz):
         boots = doc.get("boot_times") or {}
         if not isinstance(boots, dict):
             self.fail("boot_times", "must map node names to timestamps")
         out = []
-        for node in sorted(boots):
-            if node not in nodes:
+        for node in boots:
+            if not isinstance(node, str) or node not in nodes:
                 self.fail(f"boot_times.{node}", "is not in nodes")
+        for node in sorted(boots):
             out.append((node, self.timestamp(boots, node, required=True, tz=tz)))
         return tuple(out)
 
@@ -296,9 +352,10 @@ class _Validator:
         if not isinstance(addrs, dict):
             self.fail("addresses", "must map node names to lists of addresses")
         out = []
-        for node in sorted(addrs):
-            if node not in nodes:
+        for node in addrs:
+            if not isinstance(node, str) or node not in nodes:
                 self.fail(f"addresses.{node}", "is not in nodes")
+        for node in sorted(addrs):
             values = addrs[node] if isinstance(addrs[node], list) else [addrs[node]]
             out.extend((str(a), node) for a in values)
         return tuple(out)

@@ -7,8 +7,13 @@
     GET  /v1/attempts/{id}      the stored verdict of an attempt (ids contain `/`), 404 when there is none
     GET  /healthz               {"status": "ok"}
 
-Errors are JSON `{"error": "..."}`: 400 for bad input (the same one-line message the CLI prints), 404, 500 for
-internal errors (the traceback goes to the server's log, never into a response).
+Errors are JSON `{"error": "..."}`: 400 for bad input (the same one-line message the CLI prints), 401 without the
+bearer token, 404, 413 for a body over `[api] max_body_bytes`, 415 for a body that is not JSON, 503 past
+`[api] timeout_s`, 500 for internal errors (the traceback goes to the server's log; neither it nor a server path
+goes into a response).
+
+Trust (docs/security.md): every route but /healthz needs `Authorization: Bearer <[api] token>`; a request names
+files only inside `[api] allowed_roots` and asks for no more work than the `[api]` limits allow.
 
 Concurrency: the warehouse has one writer at a time, so attributions run one after the other (`_attribution`
 lock). Inside one process DuckDB also refuses a read-write connection to a file that has read-only connections
@@ -17,21 +22,27 @@ load, not for a whole attribution.
 """
 from __future__ import annotations
 
+import asyncio
+import hmac
+import ipaddress
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from firstfault.config import Config
+from firstfault.config import ApiSettings, Config
 from firstfault.connectors.registry import resolve_scheduler_specs
+from firstfault.connectors.request_limits import check_base_dir, check_counts, check_paths
 from firstfault.connectors.static_context import (
     AttemptContext,
     context_from_dict,
@@ -43,6 +54,11 @@ from firstfault.warehouse.read import stored_verdicts
 
 REQUEST = "request body"
 SCHEDULER_KEYS = ("slurm", "kueue", "scheduler")
+JSON_TYPE = "application/json"
+
+
+class Busy(Exception):
+    """The attribution lock did not come free within the request's time limit."""
 
 
 class ReadWriteLock:
@@ -90,14 +106,25 @@ class Attributor:
         self._rules = load_rule_set(config)
         self._warehouse = ReadWriteLock()
 
-    def attribute(self, body: Any) -> dict | list[dict]:
+    def attribute(self, body: Any, deadline: float) -> dict | list[dict]:
+        """Attribute a request; Busy when the attribution lock is not free before `deadline` (time.monotonic())."""
         if not isinstance(body, dict):
             raise BadInput(REQUEST, "-", "must be a JSON object: a static context or one of " + ", ".join(SCHEDULER_KEYS))
         scheduled = [k for k in SCHEDULER_KEYS if k in body]
-        with self._attribution:
-            contexts = self._scheduled_contexts(body, scheduled) if scheduled else [_static_context(body)]
+        limits = self.config.api
+        if not scheduled:  # checked before the lock: a refused request never waits behind another
+            contexts = [_static_context(body, limits)]
+        if not self._attribution.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise Busy()
+        try:
+            if scheduled:
+                contexts = self._scheduled_contexts(body, scheduled)
+                for ctx in contexts:
+                    check_counts(ctx, limits, REQUEST)
             # attribution reads the history read-only: GETs go on until the write
             run_attempts(contexts, self.config, flow="api", rules=self._rules, write_lock=self._warehouse.writing())
+        finally:
+            self._attribution.release()
         verdicts = self.verdicts([c.attempt_id for c in contexts])
         return verdicts if scheduled else verdicts[0]
 
@@ -117,26 +144,74 @@ class Attributor:
         return [load_static_context(spec) for spec in resolve_scheduler_specs(self.config, kind, value.strip(), REQUEST)]
 
 
-def _static_context(body: dict) -> AttemptContext:
-    """A static context from the request; relative paths resolve against `base_dir` (itself relative to the
-    server's working directory) or the working directory."""
+def _static_context(body: dict, limits: ApiSettings) -> AttemptContext:
+    """A static context from the request, within the server's limits; relative paths resolve against `base_dir`
+    (itself relative to the server's working directory) or the working directory, and must stay in the allowed roots."""
     doc = dict(body)
     base_dir = doc.pop("base_dir", None)
     if base_dir is not None and (not isinstance(base_dir, str) or not base_dir.strip()):
         raise BadInput(REQUEST, "base_dir", "must be a folder path or URL")
     base = base_dir.strip() if base_dir else os.getcwd()
     if "://" not in base:
-        base = os.path.abspath(os.path.expanduser(base))
-    return context_from_dict(doc, REQUEST, base)
+        base = os.path.abspath(base)
+    if base_dir is not None:
+        check_base_dir(base, limits, REQUEST)
+    ctx = context_from_dict(doc, REQUEST, base)
+    check_counts(ctx, limits, REQUEST)
+    check_paths(ctx, limits, REQUEST)
+    return ctx
 
 
-def create_app(config: Config) -> FastAPI:
+def read_token(settings: ApiSettings, config_file: str) -> str:
+    """The bearer token clients must send ("" when none is configured); BadInput when the named source is empty."""
+    if settings.token_env:
+        token = os.environ.get(settings.token_env, "").strip()
+        if not token:
+            raise BadInput(config_file, "api.token_env", f"the environment variable {settings.token_env} is not set or empty")
+        return token
+    if settings.token_file:
+        try:
+            token = Path(settings.token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise BadInput(config_file, "api.token_file", f"cannot read {settings.token_file}: {e}") from None
+        if not token:
+            raise BadInput(config_file, "api.token_file", f"{settings.token_file} is empty")
+        return token
+    return ""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def create_app(config: Config, token: str | None) -> FastAPI:
+    """The app; `token` None serves without authentication (only ever on a loopback address, `--no-auth`)."""
     attributor = Attributor(config)
-    app = FastAPI(title="firstfault", description="Why did this training attempt fail? (verdicts as in docs/verdict.md)")
+    limits = config.api
+    expected = f"Bearer {token}".encode() if token is not None else None
+    # attributions run here, not in Starlette's pool: a request past its time limit is answered while its thread goes on
+    workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="firstfault-attribute")
+    # /docs and /redoc would load Swagger UI's scripts from a CDN: off; /openapi.json stays (behind the token)
+    app = FastAPI(title="firstfault", description="Why did this training attempt fail? (verdicts as in docs/verdict.md)",
+                  docs_url=None, redoc_url=None)
 
-    def reply(status: int, content: Any) -> Response:
+    def reply(status: int, content: Any, headers: dict | None = None) -> Response:
         # the verdict exactly as `attribute --json` serialises it (Starlette's JSONResponse differs on NaN and non-JSON types)
-        return Response(json.dumps(content, default=str), status_code=status, media_type="application/json")
+        return Response(json.dumps(content, default=str), status_code=status, media_type=JSON_TYPE, headers=headers)
+
+    @app.middleware("http")
+    async def authenticate(request: Request, call_next):
+        if expected is not None and request.url.path != "/healthz":
+            sent = request.headers.get("authorization", "").encode("utf-8", "surrogateescape")
+            if not hmac.compare_digest(sent, expected):  # constant time: the token cannot be guessed byte by byte
+                return reply(401, {"error": "missing or wrong bearer token (Authorization: Bearer ...)"},
+                             {"WWW-Authenticate": "Bearer"})
+        return await call_next(request)
 
     @app.exception_handler(BadInput)
     async def bad_input(request: Request, e: BadInput) -> Response:
@@ -148,8 +223,9 @@ def create_app(config: Config) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, e: Exception) -> Response:
-        # Starlette re-raises after this response is sent: uvicorn logs the traceback on the server side
-        return reply(500, {"error": f"internal error: {type(e).__name__}: {e}"})
+        # Starlette re-raises after this response is sent: uvicorn logs the traceback on the server side. The message
+        # stays there too: it may name the server's files
+        return reply(500, {"error": f"internal error: {type(e).__name__} (details in the server's log)"})
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -157,13 +233,25 @@ def create_app(config: Config) -> FastAPI:
 
     @app.post("/v1/attribute")
     async def post_attribute(request: Request) -> Response:
-        raw = await request.body()
+        deadline = time.monotonic() + limits.timeout_s
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != JSON_TYPE:
+            return reply(415, {"error": f"request body: must be JSON (Content-Type: {JSON_TYPE})"})
+        raw = await _read_body(request, limits.max_body_bytes)
+        if raw is None:
+            return reply(413, {"error": f"request body: over this server's limit of {limits.max_body_bytes} bytes ([api] max_body_bytes)"})
         try:
             body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of more than 4,300 digits
             raise BadInput(REQUEST, "-", f"not valid JSON: {e}") from None
+        except RecursionError:
+            raise BadInput(REQUEST, "-", "not valid JSON: nested too deeply") from None
         # attribution blocks (files, DuckDB, maybe a scheduler's API): off the event loop, one at a time
-        return reply(200, await run_in_threadpool(attributor.attribute, body))
+        work = asyncio.get_running_loop().run_in_executor(workers, attributor.attribute, body, deadline)
+        try:
+            return reply(200, await asyncio.wait_for(work, max(0.0, deadline - time.monotonic())))
+        except (asyncio.TimeoutError, Busy):
+            return reply(503, {"error": f"not done within this server's limit of {limits.timeout_s:g} s ([api] timeout_s)"})
 
     @app.get("/v1/attempts/{attempt_id:path}")
     def get_attempt(attempt_id: str) -> Response:
@@ -172,11 +260,44 @@ def create_app(config: Config) -> FastAPI:
         except FileNotFoundError:
             found = []
         if not found:
-            return reply(404, {"error": f"no verdict for attempt {attempt_id!r} in {config.warehouse.path}"})
+            return reply(404, {"error": f"no verdict for attempt {attempt_id!r}"})
         return reply(200, found[0])
 
     return app
 
 
-def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8080) -> None:
-    uvicorn.run(create_app(config), host=host, port=port)
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it is longer than `limit` (a client may lie in Content-Length or send chunks)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    parts, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+# after SIGTERM, requests in flight get this long; uvicorn then raises the signal again and the process ends, an
+# attribution still running with it (its attempt is not stored: the warehouse load is one transaction)
+_SHUTDOWN_GRACE_S = 10
+
+
+def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8080, no_auth: bool = False,
+          config_file: str = "firstfault.toml") -> None:
+    """Serve until SIGTERM or SIGINT; refuse to start without a token unless `no_auth` on a loopback address."""
+    token = read_token(config.api, config_file)
+    if no_auth:
+        if not is_loopback(host):
+            raise BadInput("--no-auth", "host", f"serving without a token only on a loopback address, not {host!r}")
+        token = None
+    elif not token:
+        raise BadInput(config_file, "api.token_env", "no token: set [api] token_env or token_file "
+                       "(or pass --no-auth to serve on a loopback address without one)")
+    for key in ("max_body_bytes", "max_nodes", "max_ranks", "max_gpus_per_node", "max_paths", "max_files_per_glob",
+                "max_bytes_per_attempt", "timeout_s"):
+        if getattr(config.api, key) <= 0:
+            raise BadInput(config_file, f"api.{key}", "must be > 0")
+    uvicorn.run(create_app(config, token), host=host, port=port, timeout_graceful_shutdown=_SHUTDOWN_GRACE_S)

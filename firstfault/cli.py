@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("--warehouse", help="DuckDB file (default from the config)")
     sql.add_argument("--config", help="firstfault.toml")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--lake", help="lake root whose tables the query sees as lake.logs, lake.events, ... (default from the config)")
+    sql.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="stop the query after this long (at most 300)")
     sql.set_defaults(handler=_sql)
 
     nightly = sub.add_parser("nightly", help="attribute every attempt of a catalog that ended on a UTC day (default yesterday)")
@@ -91,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     api.add_argument("--config", help="firstfault.toml (schedulers, plug-ins, rules, patterns)")
     api.add_argument("--warehouse", help="DuckDB file (default from the config)")
     api.add_argument("--lake", help="lake root URL (default from the config)")
+    api.add_argument("--no-auth", action="store_true", help="serve without a bearer token (only on a loopback --host)")
     api.set_defaults(handler=_api)
 
     serve = sub.add_parser("serve", help="serve the nightly run as a scheduled Prefect deployment (needs a Prefect server)")
@@ -157,7 +160,8 @@ def _api(args) -> int:
 
     if not 0 <= args.port <= 65535:
         raise BadInput("--port", "port", "must be between 0 and 65535")
-    serve(resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse), host=args.host, port=args.port)
+    serve(resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse), host=args.host, port=args.port,
+          no_auth=args.no_auth, config_file=args.config or "firstfault.toml")
     return 0
 
 
@@ -356,19 +360,17 @@ def _report(args) -> int:
 
 
 def _sql(args) -> int:
-    import duckdb
-
     from firstfault.config import resolve_config
-    from firstfault.warehouse.read import run_query
+    from firstfault.warehouse.adhoc import MAX_TIMEOUT_S, run_adhoc
 
-    config = resolve_config(args.config, warehouse_path=args.warehouse)
+    config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:
+        raise BadInput("--timeout", "timeout", f"must be > 0 and at most {MAX_TIMEOUT_S:g} seconds")
     started = time.monotonic()
     try:
-        names, rows = run_query(config.warehouse.path, args.query)
+        names, rows = run_adhoc(config.warehouse.path, args.query, config.lake.root, args.timeout)
     except FileNotFoundError:
         raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
-    except duckdb.Error as e:
-        raise BadInput("<query>", "sql", str(e).splitlines()[0]) from None
     print(_format(names, rows, args.format))
     if args.format == "table":
         print(f"({len(rows)} row{'s' if len(rows) != 1 else ''}, {time.monotonic() - started:.3f} s)", file=sys.stderr)

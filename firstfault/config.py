@@ -176,6 +176,24 @@ class SlurmSettings:
 
 
 @dataclass(frozen=True)
+class ApiSettings:
+    """`firstfault api` (firstfault/api.py): who may call it, what a request may name, how much work it may ask for.
+    Limits are at least 4x the benchmarked sizes (docs/performance.md), so a real attempt never meets them."""
+    token_env: str = ""           # the variable holding the bearer token clients must send ...
+    token_file: str = ""          # ... or a file holding it; without either the server starts only with --no-auth on loopback
+    # folders (or URL prefixes such as s3://bucket/logs) request paths must resolve into; [] = no path specs at all
+    allowed_roots: tuple[str, ...] = ()
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_nodes: int = 1024
+    max_ranks: int = 8192             # listed ranks, and nodes x gpus_per_node
+    max_gpus_per_node: int = 64
+    max_paths: int = 256              # entries of logs, metrics and flight_recorder together
+    max_files_per_glob: int = 4096
+    max_bytes_per_attempt: int = 8 * 1024 ** 3
+    timeout_s: float = 900.0          # per request, waiting for the attribution lock included
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeSettings = field(default_factory=LakeSettings)
     warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
@@ -191,6 +209,7 @@ class Config:
     loki: LokiSettings = field(default_factory=LokiSettings)
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    api: ApiSettings = field(default_factory=ApiSettings)
     plugins: dict = field(default_factory=dict)  # [plugins.NAME] tables, handed as they are to plug-in connectors
 
 
@@ -198,7 +217,7 @@ SECTIONS = {
     "lake": LakeSettings, "warehouse": WarehouseSettings, "attribution": AttributionSettings, "landing": LandingSettings,
     "rules": RuleSettings, "patterns": PatternSettings, "catalog": CatalogSettings, "schedule": ScheduleSettings,
     "fleet": FleetSettings, "kubernetes": KubernetesSettings, "kueue": KueueSettings, "loki": LokiSettings,
-    "prometheus": PrometheusSettings, "slurm": SlurmSettings,
+    "prometheus": PrometheusSettings, "slurm": SlurmSettings, "api": ApiSettings,
 }
 
 
@@ -237,6 +256,9 @@ def load_config(path: str | None) -> Config:
         built["kueue"] = replace(built["kueue"], documents=relative_to_config(built["kueue"].documents))
     if "fleet" in built:
         built["fleet"] = replace(built["fleet"], topology=relative_to_config(built["fleet"].topology))
+    if "api" in built:
+        built["api"] = replace(built["api"], token_file=relative_to_config(built["api"].token_file),
+                               allowed_roots=tuple(relative_to_config(p) for p in built["api"].allowed_roots))
     return Config(**built)
 
 

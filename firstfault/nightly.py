@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
 import os
 import posixpath
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 
@@ -36,7 +34,9 @@ from firstfault.lake import Lake
 from firstfault.run import attribute, land, load_rule_set
 from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA, run_failure
 from firstfault.warehouse.fleet import rebuild
+from firstfault.warehouse.night_lock import nightly_lock
 from firstfault.warehouse.read import unchanged_attempts
+from firstfault.workers import process_pool
 from firstfault.warehouse.store import load_attempts
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,31 @@ def night_range(since: str | date | None, until: str | date | None) -> list[date
     if first > last:
         raise BadInput("--since", "since", f"{first} is after --until {last}")
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+_OWNER = "warehouse"  # file in a run's results folder naming the warehouse the run loads into
+
+
+def claim_results(config: Config, run_id: str) -> None:
+    """Remove the results folders that earlier runs of this warehouse left in the lake when they died before loading
+    them (kill -9, a lost machine), and mark this run's folder as this warehouse's. Call it holding the warehouse's
+    nightly lock: then no live run owns one of those folders. Runs of other warehouses sharing the lake are left alone."""
+    lake = _lake(config)
+    owner = os.path.abspath(config.warehouse.path)
+    for folder in lake.fs.glob(lake.path("results", "run=*")):
+        marker = posixpath.join(folder, _OWNER)
+        try:
+            with lake.fs.open(marker, "rt", encoding="utf-8") as f:
+                dead = f.read() == owner
+        except (FileNotFoundError, UnicodeDecodeError):
+            dead = False
+        if dead:
+            log.warning("nightly: removing %s, left by a run that did not finish", lake.fs.unstrip_protocol(folder))
+            lake.fs.rm(folder, recursive=True)
+    folder = lake.path("results", f"run={run_id}")
+    lake.fs.makedirs(folder, exist_ok=True)
+    with lake.fs.open(posixpath.join(folder, _OWNER), "wt", encoding="utf-8") as f:
+        f.write(owner)
 
 
 def shard_url(config: Config, run_id: str, index: int) -> str:
@@ -240,11 +265,15 @@ def run_nightly(config: Config, run_date: str | date | None = None, catalog: str
 def run_nights(config: Config, days: Sequence[date], catalog: str | None = None, force: bool = False, shards: int = 0,
                flow: str = "nightly") -> list[dict]:
     """Every night of `days` without Prefect, one warehouse load per night: the same functions the flow's tasks call.
-    Start-up and catalog discovery are paid once for all nights."""
+    Start-up and catalog discovery are paid once for all nights; the warehouse's nightly lock is held throughout,
+    named by the first night's run."""
+    plans = plan_nights(config, days, catalog, force, shards)
     summaries = []
-    for plan in plan_nights(config, days, catalog, force, shards):
-        urls, failures = _run_shards(plan, config)
-        summaries.append(load_results(urls, plan, config, flow=flow, extra_failures=failures))
+    with nightly_lock(config.warehouse.path, plans[0].run_id):
+        for plan in plans:
+            claim_results(config, plan.run_id)
+            urls, failures = _run_shards(plan, config)
+            summaries.append(load_results(urls, plan, config, flow=flow, extra_failures=failures))
     return summaries
 
 
@@ -253,13 +282,13 @@ _PARALLEL_MIN_ATTEMPTS = 16
 
 
 def _run_shards(plan: Plan, config: Config) -> tuple[list[str], list[dict]]:
-    """The shards on every core (one process each, spawned: no state leaks between them); a shard whose process
-    dies becomes failure rows for its attempts, the others go on."""
+    """The shards on every core (one process each, spawned: no state leaks between them, and ended with this
+    process); a shard whose process dies becomes failure rows for its attempts, the others go on."""
     workers = min(os.cpu_count() or 1, len(plan.shards))
     if workers <= 1 or len(plan.todo) < _PARALLEL_MIN_ATTEMPTS:
         return [run_shard(i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)], []
     urls, failures = [], []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with process_pool(workers) as pool:
         futures = [pool.submit(run_shard, i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)]
         for shard, future in zip(plan.shards, futures):
             try:

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from firstfault.flows.artifacts import publish_artifacts
 from prefect import flow, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from firstfault.config import Config, resolve_config
+from firstfault.flows.artifacts import publish_artifacts
 from firstfault.nightly import (
     Candidate,
     Plan,
+    claim_results,
     load_results,
     night_range,
     parse_run_date,
@@ -26,6 +27,7 @@ from firstfault.nightly import (
     run_shard,
     shard_failure_rows,
 )
+from firstfault.warehouse.night_lock import nightly_lock
 
 FLOW_NAME = "nightly"
 DEPLOYMENT_NAME = "nightly"
@@ -52,22 +54,25 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
     logger = get_run_logger()
     config = resolve_config(config_path, lake_root=lake_root, warehouse_path=warehouse_path)
     days = night_range(run_date, until) if until else [parse_run_date(run_date)]
+    plans = plan_nights(config, days, catalog, force, shards)
     summaries = []
-    for plan in plan_nights(config, days, catalog, force, shards):
-        logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
-                    plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
-        futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))
-        futures.wait()
-        urls, lost = [], []
-        for shard, future in zip(plan.shards, futures):
-            if future.state.is_completed():
-                urls.append(future.result())
-            else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
-                error = future.state.message or "shard task failed"
-                logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
-                lost.extend(shard_failure_rows(shard, error))
-        summaries.append(load_task(urls, plan, config, lost))
-        logger.info("%s", render_summary(summaries[-1]))
+    with nightly_lock(config.warehouse.path, plans[0].run_id):
+        for plan in plans:
+            claim_results(config, plan.run_id)
+            logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
+                        plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
+            futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))
+            futures.wait()
+            urls, lost = [], []
+            for shard, future in zip(plan.shards, futures):
+                if future.state.is_completed():
+                    urls.append(future.result())
+                else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
+                    error = future.state.message or "shard task failed"
+                    logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
+                    lost.extend(shard_failure_rows(shard, error))
+            summaries.append(load_task(urls, plan, config, lost))
+            logger.info("%s", render_summary(summaries[-1]))
     publish_artifacts(config.warehouse.path)
     return summaries
 

@@ -1,4 +1,5 @@
 """`firstfault api`: the real server on a free port; its verdict for the headline context equals the CLI's."""
+import dataclasses
 import json
 import threading
 import time
@@ -12,14 +13,22 @@ import yaml
 
 from firstfault.api import create_app
 from firstfault.cli import main
-from firstfault.config import resolve_config
+from firstfault.config import ApiSettings, resolve_config
+
+TOKEN = "test-token-0123456789"
+
+
+def with_api(config, **api):
+    """`config` with [api] settings for a test (allowed_roots and limits)."""
+    return dataclasses.replace(config, api=ApiSettings(**api))
 
 
 class Server:
-    """uvicorn serving create_app(config) in a background thread, on a port the OS picks."""
+    """uvicorn serving create_app(config, token) in a background thread, on a port the OS picks; requests carry the token."""
 
-    def __init__(self, config):
-        self.server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=0, log_level="warning"))
+    def __init__(self, config, token=TOKEN):
+        self.token = token
+        self.server = uvicorn.Server(uvicorn.Config(create_app(config, token), host="127.0.0.1", port=0, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self):
@@ -36,9 +45,10 @@ class Server:
         self.server.should_exit = True
         self.thread.join(10)
 
-    def request(self, method: str, path: str, body=None) -> tuple[int, object]:
+    def request(self, method: str, path: str, body=None, headers=None) -> tuple[int, object]:
         data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        sent = {"Content-Type": "application/json", **({"Authorization": f"Bearer {self.token}"} if self.token else {})}
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers={**sent, **(headers or {})})
         try:
             with urllib.request.urlopen(req, timeout=120) as response:
                 return response.status, json.loads(response.read())
@@ -48,9 +58,9 @@ class Server:
 
 
 @pytest.fixture()
-def api(tmp_path):
+def api(tmp_path, demo_dir):
     config = resolve_config(None, lake_root=str(tmp_path / "api-lake"), warehouse_path=str(tmp_path / "api.duckdb"))
-    with Server(config) as server:
+    with Server(with_api(config, allowed_roots=(str(demo_dir),))) as server:
         yield server
 
 
@@ -71,6 +81,7 @@ def test_headline_over_http_equals_the_cli(api, demo_dir, tmp_path, capsys):
     assert api.request("GET", f"/v1/attempts/{verdict['attempt_id']}") == (200, verdict)
     status, body = api.request("GET", "/v1/attempts/demo/no-such-workload/0")
     assert status == 404 and "demo/no-such-workload/0" in body["error"]
+    assert str(tmp_path) not in body["error"]  # no server paths in a response
 
 
 def test_concurrent_requests_share_the_warehouse(api, demo_dir):
@@ -118,6 +129,7 @@ def test_internal_error_is_500_json_without_traceback(tmp_path):
         status, reply = server.request("GET", "/v1/attempts/demo/w/0")
     assert status == 500 and set(reply) == {"error"}
     assert reply["error"].startswith("internal error: ") and "Traceback" not in reply["error"]
+    assert str(tmp_path) not in reply["error"]  # no server paths in a response
 
 
 def test_api_command_rejects_a_bad_port(capsys):

@@ -158,17 +158,3 @@ def test_a_decompression_bomb_is_cut_and_reported_not_read_whole(tmp_path, monke
     assert report["status"] == "error" and "DecompressionBomb" in report["reason"] and "100:1" in report["reason"]
     assert 0 < report["rows"] < (8 << 20) and result.event_rows == 1  # what came out before is kept, the Xid too
 
-
-def test_a_device_or_huge_file_is_no_static_context(tmp_path):
-    from firstfault.errors import BadInput
-    from firstfault.connectors.static_context import load_static_context
-
-    for path in ("/dev/zero", str(tmp_path / "big.yaml")):
-        if path.endswith(".yaml"):
-            (tmp_path / "big.yaml").write_bytes(b"#" * (9 << 20))
-        try:
-            load_static_context(path)
-        except BadInput as e:
-            assert "larger than 8 MiB" in str(e)
-        else:
-            raise AssertionError(path)

@@ -98,14 +98,15 @@ def test_landing_writes_the_table_and_reports(tmp_path):
     assert sum(r["status"] == "ok" for r in reports.values()) == 16
 
 
+
 def test_a_dump_repeating_one_entry_by_reference_is_read_by_its_newest_entries(tmp_path, monkeypatch):
     import firstfault.connectors.flight_recorder as flight_recorder
 
-    monkeypatch.setattr(flight_recorder, "MAX_DUMP_ENTRIES", 1000)  # the default is 100,000
+    monkeypatch.setattr(flight_recorder, "MAX_ENTRIES", 1000)
     entry = {"collective_seq_id": 7, "profiling_name": "nccl:all_reduce", "state": "scheduled", "time_created_ns": 1}
     path = tmp_path / "_dump_3"
     path.write_bytes(pickle.dumps({"entries": [entry] * 50_000, "pg_config": {}}))  # one dict, 50,000 references
     frame, [report] = read_dumps([str(path)], _ctx(tmp_path))
     assert frame.height == report["rows"] == 1000 and report["status"] == "ok"
-    assert report["reason"] == "49000 entries older than the newest 1000 skipped"
+    assert report["reason"] == "49000 older entries skipped: more than 1000 in one dump"
     assert frame["entry"].min() == 49_000

@@ -29,14 +29,6 @@ def query(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) 
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
-def run_query(path: str, sql: str) -> tuple[list[str], list[tuple]]:
-    """An ad hoc query's column names and rows (`firstfault sql`); duckdb.Error for a bad query."""
-    with reading(path) as con:
-        cursor = con.execute(sql)
-        names = [d[0] for d in cursor.description] if cursor.description else []
-        return names, cursor.fetchall() if names else []
-
-
 def existing_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 

@@ -16,12 +16,25 @@ def schema_sql() -> str:
     return (resources.files("firstfault.warehouse") / "schema.sql").read_text(encoding="utf-8")
 
 
-def connect_writer(path: str, wait_s: float = 60.0) -> duckdb.DuckDBPyConnection:
+# longer than `firstfault sql` lets a query run (warehouse/adhoc.py MAX_TIMEOUT_S) plus its wait to open the file
+WRITER_WAIT_S = 360.0
+
+
+def connect_writer(path: str, wait_s: float = WRITER_WAIT_S) -> duckdb.DuckDBPyConnection:
     """Open for writing; while another process holds the file (a `firstfault sql` or `report` reader, say), retry for
-    up to wait_s: readers are short, and a night's results must not be lost to one."""
+    up to wait_s: readers are short (`firstfault sql` stops its queries in time), and a night's results must not be
+    lost to one."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     con = _connect_waiting(path, read_only=False, wait_s=wait_s)
-    con.execute(schema_sql())
+    try:
+        # one transaction: a process killed while creating the schema leaves all of it or none of it, never a
+        # warehouse without some of its tables
+        con.execute("BEGIN TRANSACTION")
+        con.execute(schema_sql())
+        con.execute("COMMIT")
+    except BaseException:
+        con.close()
+        raise
     return con
 
 

@@ -1,0 +1,126 @@
+"""What a static context sent by a client of `firstfault api` may name and ask for: files inside `[api]
+allowed_roots` only (symlinks resolved, no `..`, URLs only under a listed URL prefix) and counts within the `[api]`
+limits. The globs are expanded here, before anything is read, so a request that would match too many files or
+bytes, or reach out of a root through a symlink, is refused with a 400 instead of being landed."""
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+
+import fsspec
+
+from firstfault.config import ApiSettings
+from firstfault.connectors.local_files import resolve_paths
+from firstfault.connectors.static_context import AttemptContext
+from firstfault.errors import BadInput
+
+_GLOB_CHARS = "*?["
+
+
+@dataclass(frozen=True)
+class Roots:
+    """The allowed roots: local folders as resolved real paths, URL prefixes as written (without a trailing /)."""
+    folders: tuple[str, ...]
+    urls: tuple[str, ...]
+
+    @classmethod
+    def from_settings(cls, settings: ApiSettings) -> Roots:
+        urls = tuple(r.rstrip("/") for r in settings.allowed_roots if "://" in r)
+        folders = tuple(os.path.realpath(os.path.expanduser(r)) for r in settings.allowed_roots if "://" not in r)
+        return cls(folders, urls)
+
+    def __bool__(self) -> bool:
+        return bool(self.folders or self.urls)
+
+    def holds(self, target: str) -> bool:
+        """Whether `target` (a URL, or a local path whose symlinks are resolved here) lies inside a root."""
+        if "://" in target:
+            return any(target == u or target.startswith(u + "/") for u in self.urls)
+        real = os.path.realpath(target)
+        return any(real == f or real.startswith(f.rstrip("/") + "/") for f in self.folders)
+
+
+def check_counts(ctx: AttemptContext, limits: ApiSettings, file: str) -> None:
+    """Refuse an attempt bigger than the limits: the work it would cause grows with each of these counts."""
+    def over(field_: str, value: int, limit: int, key: str) -> None:
+        if value > limit:
+            raise BadInput(file, field_, f"{value} is over this server's limit of {limit} ([api] {key})")
+
+    over("nodes", len(ctx.nodes), limits.max_nodes, "max_nodes")
+    over("gpus_per_node", ctx.gpus_per_node, limits.max_gpus_per_node, "max_gpus_per_node")
+    over("ranks", len(ctx.ranks), limits.max_ranks, "max_ranks")
+    over("nodes x gpus_per_node", len(ctx.nodes) * ctx.gpus_per_node, limits.max_ranks, "max_ranks")
+    over("logs", len(ctx.logs) + len(ctx.metrics) + len(ctx.flight_recorder), limits.max_paths, "max_paths")
+
+
+def check_paths(ctx: AttemptContext, limits: ApiSettings, file: str) -> None:
+    """Refuse a context whose paths leave the allowed roots, or match too many files or bytes."""
+    roots = Roots.from_settings(limits)
+    named = [(f"logs[{i}].path", spec.path) for i, spec in enumerate(ctx.logs)]
+    named += [(f"metrics[{i}].path", p) for i, p in enumerate(ctx.metrics)]
+    named += [(f"flight_recorder[{i}].path", p) for i, p in enumerate(ctx.flight_recorder)]
+    if not named:
+        return
+    if not roots:
+        raise BadInput(file, named[0][0], "this server reads no files named by a request ([api] allowed_roots is empty)")
+    total = 0
+    for field_, path in named:
+        for rel in _expansions(path, ctx.nodes):
+            _check_target(roots, field_, _target(ctx.base_uri, rel), file)
+            files, _ = resolve_paths(ctx, (rel,))
+            if len(files) > limits.max_files_per_glob:
+                raise BadInput(file, field_, f"matches {len(files)} files, over this server's limit of "
+                               f"{limits.max_files_per_glob} ([api] max_files_per_glob)")
+            for uri in files:
+                local = _local_path(uri)
+                if not roots.holds(local if local is not None else uri):
+                    raise BadInput(file, field_, "matches a file outside the allowed roots (a symlink?)")
+                total += _size(uri)
+            if total > limits.max_bytes_per_attempt:
+                raise BadInput(file, field_, f"the files named so far hold {total} bytes, over this server's limit of "
+                               f"{limits.max_bytes_per_attempt} ([api] max_bytes_per_attempt)")
+
+
+def check_base_dir(base: str, limits: ApiSettings, file: str) -> None:
+    """The folder relative paths resolve against must itself lie in a root."""
+    roots = Roots.from_settings(limits)
+    if not roots:
+        raise BadInput(file, "base_dir", "this server reads no files named by a request ([api] allowed_roots is empty)")
+    _check_target(roots, "base_dir", base, file)
+
+
+def _check_target(roots: Roots, field_: str, target: str, file: str) -> None:
+    """The part of a path before its first wildcard must lie in a root, so a glob never walks outside them."""
+    if ".." in target.replace("\\", "/").split("/"):
+        raise BadInput(file, field_, "must not contain '..'")
+    if "://" in target and not roots.urls:
+        raise BadInput(file, field_, "URLs are not allowed on this server (no URL prefix in [api] allowed_roots)")
+    fixed = target
+    wildcard = min((i for i in (target.find(c) for c in _GLOB_CHARS) if i >= 0), default=-1)
+    if wildcard >= 0:
+        fixed = target[:wildcard].rpartition("/")[0] or "/"
+    if not roots.holds(fixed):
+        raise BadInput(file, field_, "is outside the allowed roots ([api] allowed_roots)")
+
+
+def _expansions(path: str, nodes: tuple[str, ...]) -> list[str]:
+    return [path.replace("{node}", n) for n in nodes] if "{node}" in path else [path]
+
+
+def _target(base_uri: str, rel: str) -> str:
+    return rel if "://" in rel or rel.startswith("/") else posixpath.join(base_uri, rel)
+
+
+def _local_path(uri: str) -> str | None:
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    return None if "://" in uri else uri
+
+
+def _size(uri: str) -> int:
+    fs, path = fsspec.core.url_to_fs(uri)
+    try:
+        return int(fs.size(path) or 0)
+    except OSError:
+        return 0
