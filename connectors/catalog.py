@@ -8,6 +8,7 @@ import glob
 import logging
 import os
 import posixpath
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
@@ -55,6 +56,20 @@ def catalog_patterns(config: Config, catalog: str | None = None) -> list[str]:
     return out
 
 
+def check_catalog(config: Config, catalog: str | None = None) -> None:
+    """A catalog folder that does not exist or a glob that matches no file is a typo in a cron line, not an empty
+    night: BadInput naming the entry and where it came from (`--catalog` or `[catalog] paths`)."""
+    field = "--catalog" if catalog else "catalog.paths"
+    for entry in [catalog] if catalog else config.catalog.paths:
+        if any(c in entry for c in "*?["):
+            if not list_specs([entry]):
+                raise BadInput(entry, field, "matches no file")
+            continue
+        fs, path = fsspec.core.url_to_fs(entry)
+        if not fs.exists(path):
+            raise BadInput(entry, field, "no such folder or file")
+
+
 def list_specs(patterns: Sequence[str]) -> list[str]:
     """Every spec file matched by the fsspec globs; local files as plain paths (as `attribute --static` gets them)."""
     found: set[str] = set()
@@ -94,12 +109,14 @@ def discover_scheduled(config: Config, run_date: date) -> tuple[list[str], list[
     return specs, failures, len(connectors)
 
 
-def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str] = ()) -> tuple[list[Candidate], list[dict], int]:
+def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str] = ()) -> tuple[list[Candidate], list[dict], Counter]:
     """The attempts whose `end` falls on run_date (UTC), with their input fingerprints; malformed specs and
-    unreadable inputs become failure rows. Returns (candidates, failures, spec files seen)."""
+    unreadable inputs become failure rows. Returns (candidates, failures, attempts per UTC end day of every spec
+    read: an empty night names the nearest days that have attempts)."""
     specs = sorted(set(list_specs(patterns)) | set(extra_specs))
     candidates: dict[str, Candidate] = {}
     failures: list[dict] = []
+    ended: Counter = Counter()
     for uri in specs:
         try:
             ctx = load_static_context(uri)
@@ -109,7 +126,10 @@ def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str]
         except Exception as e:  # noqa: BLE001 - one spec never sinks the night
             failures.append(run_failure(None, uri, "spec", f"{type(e).__name__}: {e}"))
             continue
-        if ctx.end is None or ctx.end.astimezone(timezone.utc).date() != run_date:
+        if ctx.end is None:
+            continue
+        ended[ctx.end.astimezone(timezone.utc).date()] += 1
+        if ctx.end.astimezone(timezone.utc).date() != run_date:
             continue
         if ctx.attempt_id in candidates:
             failures.append(run_failure(ctx.attempt_id, uri, "discover", f"duplicate attempt_id, also in {candidates[ctx.attempt_id].spec_uri}"))
@@ -122,4 +142,11 @@ def discover(patterns: Sequence[str], run_date: date, extra_specs: Sequence[str]
         candidates[ctx.attempt_id] = Candidate(uri, ctx.attempt_id, ctx.cluster, ctx.workload_id, fp)
     for f in failures:
         log.warning("nightly: %s failed at %s: %s", f["spec_uri"], f["stage"], f["error"])
-    return [candidates[k] for k in sorted(candidates)], failures, len(specs)
+    return [candidates[k] for k in sorted(candidates)], failures, ended
+
+
+def nearest_days(ended: Counter, run_date: date) -> list[tuple[date, int]]:
+    """The closest day before and the closest day after run_date that have attempts, with their counts."""
+    before = [d for d in ended if d < run_date]
+    after = [d for d in ended if d > run_date]
+    return [(d, ended[d]) for d in (max(before, default=None), min(after, default=None)) if d is not None]
