@@ -92,7 +92,7 @@ class Attributor:
 
     def attribute(self, body: Any) -> dict | list[dict]:
         if not isinstance(body, dict):
-            raise BadInput(REQUEST, "-", "must be a JSON object: a static context or one of " + ", ".join(SCHEDULER_KEYS))
+            raise BadInput(REQUEST, None, "must be a JSON object: a static context or one of " + ", ".join(SCHEDULER_KEYS))
         scheduled = [k for k in SCHEDULER_KEYS if k in body]
         with self._attribution:
             contexts = self._scheduled_contexts(body, scheduled) if scheduled else [_static_context(body)]
@@ -161,7 +161,7 @@ def create_app(config: Config) -> FastAPI:
         try:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise BadInput(REQUEST, "-", f"not valid JSON: {e}") from None
+            raise BadInput(REQUEST, None, f"not valid JSON: {e}") from None
         # attribution blocks (files, DuckDB, maybe a scheduler's API): off the event loop, one at a time
         return reply(200, await run_in_threadpool(attributor.attribute, body))
 
