@@ -555,9 +555,9 @@ def render_attempt(con, v: dict) -> str:
 def write_report(warehouse: str, out_dir: str = "firstfault-report") -> Path:
     """Render index.html and attempts/<attempt_key>.html for every failed attempt; returns the index path."""
     out = Path(out_dir)
-    (out / "attempts").mkdir(parents=True, exist_ok=True)
-    con = connect_reader(warehouse)
+    con = connect_reader(warehouse)  # first: a missing or unreadable warehouse leaves no empty folder behind
     try:
+        (out / "attempts").mkdir(parents=True, exist_ok=True)
         tables = existing_tables(con)
         attempts = report_attempts(con)
         for v in attempts:

@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from firstfault.errors import BadInput
 from firstfault.schema import ATTEMPT_TABLES, RUN_COLUMNS, xid_catalog_path
 
 
@@ -91,7 +92,11 @@ def _connect_waiting(path: str, *, read_only: bool, wait_s: float) -> duckdb.Duc
         try:
             return duckdb.connect(path, read_only=read_only)
         except duckdb.IOException as e:
-            if "lock" not in str(e).lower() or time.monotonic() > deadline:
+            if "lock" not in str(e).lower():
+                raise BadInput(path, "warehouse", f"not a usable DuckDB file: {str(e).splitlines()[0]}") from None
+            if time.monotonic() > deadline:
                 raise
             time.sleep(delay)
+        except duckdb.Error as e:  # a truncated or damaged file: the user's to replace, not an internal error
+            raise BadInput(path, "warehouse", f"not a usable DuckDB file: {str(e).splitlines()[0]}") from None
             delay = min(delay * 2, 1.0)
