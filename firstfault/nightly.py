@@ -227,13 +227,19 @@ def rebuild_fleet(config: Config) -> str:
 def run_nightly(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
                 shards: int = 0, flow: str = "nightly") -> dict:
     """The whole night without Prefect: the same functions the flow's tasks call, shards one after the other."""
-    plan = plan_night(config, run_date, catalog, force, shards)
+    night = f"nightly {parse_run_date(run_date)}"
+    with progress.stage(f"{night}: discover") as discovered:
+        plan = plan_night(config, run_date, catalog, force, shards)
+        discovered.advance(plan.found)
     try:
         urls, failures = _run_shards(plan, config)
     except BaseException:  # interrupted or failed before the load: no shard folders are left behind in the lake
         remove_run_folder(config, plan.run_id)
         raise
-    return load_results(urls, plan, config, flow=flow, extra_failures=failures)
+    with progress.stage(f"{night}: load into the warehouse") as loaded:
+        summary = load_results(urls, plan, config, flow=flow, extra_failures=failures)
+        loaded.advance(summary["attributed"])
+    return summary
 
 
 # Below this many attempts a second process costs more (interpreter start and imports, ~3 s) than it saves.
