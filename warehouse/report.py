@@ -256,7 +256,7 @@ def svg_timeline(marks: list[dict], lanes: list[str], root_ts: datetime | None, 
     height = top + lane_h * len(lanes) + 30
     parts = [f'<svg class="timeline chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
              chart_title(4, title), axis_label("y", left / 2, top - 10, "node"),
-             axis_label("x", (left + width - right) / 2, 15 + 14, "time (UTC)")]
+             axis_label("x", width - right - 40, 15, "time (UTC)")]  # top right: the ticks fill the top row
     if not timed:
         parts.append('<text x="10" y="20">no timestamped evidence</text></svg>')
         return "".join(parts)
