@@ -258,7 +258,13 @@ document.getElementById("page").addEventListener("load", () => {
     x: (svg.querySelector(".axis-label.x") || {}).textContent || "",
     y: (svg.querySelector(".axis-label.y") || {}).textContent || "",
     ticks: [...svg.querySelectorAll(".tick")].map(t => t.textContent)}));
-  document.getElementById("facts").textContent = JSON.stringify({viewport, wide, charts});
+  const shown = () => [...doc.querySelectorAll("#attempts-table tbody tr")].filter(r => r.offsetParent !== null).length;
+  const filtered = {};
+  for (const id of ["verdict-attributed", "domain-hardware"]) {
+    const button = doc.getElementById(id);
+    if (button) { button.click(); filtered[id] = shown(); doc.getElementById(id.split("-")[0] + "-all").click(); }
+  }
+  document.getElementById("facts").textContent = JSON.stringify({viewport, wide, charts, filtered});
 });
 </script></body></html>"""
 SCREENSHOTS = Path(os.environ.get("FIRSTFAULT_SCREENSHOTS", REPO_ROOT / "build" / "report-screenshots"))
@@ -288,6 +294,12 @@ def test_the_rendered_report_fits_the_window_and_every_chart_is_titled_with_name
     assert 1200 < facts["viewport"] <= 1280  # less the vertical scroll bar
     assert facts["wide"] == [], f"wider than the window: {facts['wide'][:10]}"
     assert facts["charts"], "no chart found"
+    if which == "index":  # the filters (radio buttons and CSS, no script) show the rows of one verdict or domain
+        con = duckdb.connect(path, read_only=True)
+        want = con.execute("SELECT count(*) FILTER (WHERE verdict = 'attributed'), count(*) FILTER (WHERE domain = 'hardware') "
+                           "FROM attributions").fetchone()
+        con.close()
+        assert facts["filtered"] == {"verdict-attributed": want[0], "domain-hardware": want[1]}
     for chart in facts["charts"]:
         assert chart["title"] and chart["x"] and chart["y"], chart
         assert all(re.fullmatch(r"\d+(\.\d)?", t) for t in chart["ticks"]), chart["ticks"]  # round: at most one decimal

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -108,15 +109,17 @@ def pill(verdict) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]], *, num: set[int] = frozenset(), nowrap: set[int] = frozenset(),
-          wide: bool = False) -> str:
-    """rows are already-escaped HTML cells. `wide`: the other cells wrap anywhere, so the table fits the window."""
+          wide: bool = False, row_attrs: list[str] | None = None, table_id: str = "") -> str:
+    """rows are already-escaped HTML cells. `wide`: the other cells wrap anywhere, so the table fits the window.
+    `row_attrs`: escaped attributes of each <tr> (what the CSS filters match)."""
     def cell(i: int, c: str) -> str:
         classes = " ".join(k for k, on in (("num", i in num), ("nowrap", i in nowrap)) if on)
         return f'<td class="{classes}">{c}</td>' if classes else f"<td>{c}</td>"
 
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(r)) + "</tr>" for r in rows)
-    opening = '<table class="wide">' if wide else "<table>"
+    attrs = row_attrs or [""] * len(rows)
+    body = "".join(f"<tr{a}>" + "".join(cell(i, c) for i, c in enumerate(r)) + "</tr>" for r, a in zip(rows, attrs))
+    opening = "<table" + (f' id="{table_id}"' if table_id else "") + (' class="wide"' if wide else "") + ">"
     return f"{opening}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -358,22 +361,46 @@ def attempts_section(attempts: list[dict]) -> str:
                      esc(fmt_ts(a.get("start_ts"))), esc(a.get("gpu_model"))])
     headers = ["attempt", "state", "verdict", "domain/subdomain", "culprits", "action", "confidence", "cause",
                "start", "GPU"]
-    return (f'<h2 id="attempts">Attempts ({len(attempts)}, newest first)</h2>'
-            + table(headers, rows, nowrap={1, 2, 5, 6, 9}, wide=True))
+    attrs = [f' data-verdict="{filter_value(a["verdict"])}" data-domain="{filter_value(a["domain"])}"' for a in newest_first]
+    return (f'<h2 id="attempts">Attempts ({len(attempts)}, newest first)</h2>' + attempt_filters(attempts)
+            + table(headers, rows, nowrap={1, 2, 5, 6, 9}, wide=True, row_attrs=attrs, table_id="attempts-table"))
+
+
+def filter_value(value) -> str:
+    """A verdict or domain as an id- and attribute-safe word ('none' for a missing domain)."""
+    return re.sub(r"[^a-z0-9_-]", "-", str(value or "none").lower())
+
+
+def attempt_filters(attempts: list[dict]) -> str:
+    """Filters by verdict and by domain without a script: one radio button per value, and a CSS rule (:has) per value
+    that hides the table's other rows."""
+    groups, rules = [], []
+    for key in ("verdict", "domain"):
+        values = sorted({filter_value(a[key]) for a in attempts})
+        buttons = [f'<label><input type="radio" name="{key}" id="{key}-all" checked> all</label>']
+        for value in values:
+            buttons.append(f'<label><input type="radio" name="{key}" id="{key}-{value}"> {esc(value)}</label>')
+            rules.append(f'body:has(#{key}-{value}:checked) #attempts-table tbody tr:not([data-{key}="{value}"]){{display:none}}')
+        groups.append(f"<span>{key}: " + " ".join(buttons) + "</span>")
+    return f'<style>{"".join(rules)}</style><p class="filters">show ' + " · ".join(groups) + "</p>"
 
 
 def generic_table(con, name: str, columns: list[tuple[str, str]]) -> str:
+    """Every column of a fleet table; rows that count no failure are left out (a trend table lists every week of
+    every model, most of them zero)."""
     numeric = [c for c, t in columns if _is_numeric(t)]
+    where = ' WHERE "failures" > 0' if "failures" in numeric else ""
     if "position" in {c for c, _ in columns}:
         order = ' ORDER BY "position"'
     else:
         order = f' ORDER BY "{numeric[0]}" DESC NULLS LAST' if numeric else ""
-    total = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
-    rows = query(con, f'SELECT * FROM "{name}"{order} LIMIT {MAX_ROWS}')
+    total = con.execute(f'SELECT count(*) FROM "{name}"{where}').fetchone()[0]
+    rows = query(con, f'SELECT * FROM "{name}"{where}{order} LIMIT {MAX_ROWS}')
     names = [c for c, _ in columns]
     num = {i for i, (_, t) in enumerate(columns) if _is_numeric(t)}
     body = table(names, [[esc(r[c]) for c in names] for r in rows], num=num, wide=True)
-    shown = f"<p>{total} rows" + (f", showing the first {MAX_ROWS}" if total > MAX_ROWS else "") + ".</p>"
+    shown = (f"<p>{total} rows" + (" with failures" if where else "")
+             + (f", showing the first {MAX_ROWS}" if total > MAX_ROWS else "") + ".</p>")
     return shown + body
 
 
