@@ -153,7 +153,10 @@ def test_attempts_newest_first_evidence_linked_and_the_zoom_label_matches_its_wi
 
 
 def test_round_ticks_and_no_single_point_drawn_as_a_trend():
-    from firstfault.warehouse.report import nice_ticks, svg_trend
+    from firstfault.warehouse.report import nice_ticks, svg_trend, time_ticks
+
+    assert time_ticks(1000.0, 1120.0) == [1005.0, 1020.0, 1035.0, 1050.0, 1065.0, 1080.0, 1095.0, 1110.0]
+    assert time_ticks(0.0, 4800.0) == [0.0, 600.0, 1200.0, 1800.0, 2400.0, 3000.0, 3600.0, 4200.0, 4800.0]
 
     assert nice_ticks(0.35) == [0.0, 0.1, 0.2, 0.3, 0.4]
     assert nice_ticks(7.3) == [0.0, 2.0, 4.0, 6.0, 8.0]
@@ -257,7 +260,8 @@ document.getElementById("page").addEventListener("load", () => {
     title: (svg.querySelector(".chart-title") || {}).textContent || "",
     x: (svg.querySelector(".axis-label.x") || {}).textContent || "",
     y: (svg.querySelector(".axis-label.y") || {}).textContent || "",
-    ticks: [...svg.querySelectorAll(".tick")].map(t => t.textContent)}));
+    ticks: [...svg.querySelectorAll(".tick")].map(t => t.textContent),
+    times: [...svg.querySelectorAll(".time-tick")].map(t => t.textContent)}));
   const shown = () => [...doc.querySelectorAll("#attempts-table tbody tr")].filter(r => r.offsetParent !== null).length;
   const filtered = {};
   for (const id of ["verdict-attributed", "domain-hardware"]) {
@@ -303,6 +307,7 @@ def test_the_rendered_report_fits_the_window_and_every_chart_is_titled_with_name
     for chart in facts["charts"]:
         assert chart["title"] and chart["x"] and chart["y"], chart
         assert all(re.fullmatch(r"\d+(\.\d)?", t) for t in chart["ticks"]), chart["ticks"]  # round: at most one decimal
+        assert all(re.fullmatch(r"\d\d:\d\d:\d[05]", t) for t in chart["times"]), chart["times"]  # whole 5 s or more
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     png = SCREENSHOTS / f"{which}.png"
     run_chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,2400", target.as_uri())

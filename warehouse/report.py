@@ -250,6 +250,17 @@ def svg_trend(points: list[tuple[str, float, float | None, float | None]], *, ti
     return "".join(parts)
 
 
+TIME_STEPS_S = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+
+def time_ticks(start: float, end: float, most: int = 8) -> list[float]:
+    """Round instants (epoch seconds) within [start, end]: multiples of the smallest step of TIME_STEPS_S that gives
+    at most `most` ticks."""
+    step = next((s for s in TIME_STEPS_S if (end - start) / s <= most), TIME_STEPS_S[-1])
+    first = math.ceil(start / step - 1e-9) * step
+    return [round(first + k * step, 3) for k in range(int((end - first) / step + 1e-9) + 1)]
+
+
 def svg_timeline(marks: list[dict], lanes: list[str], root_ts: datetime | None, window: tuple | None = None, *,
                  title: str = "Evidence across nodes over time") -> str:
     """One lane per node, x = time (UTC); marks carry node, ts, role, label; the root cause as a red diamond. With a
@@ -275,13 +286,11 @@ def svg_timeline(marks: list[dict], lanes: list[str], root_ts: datetime | None, 
     def x(ts):
         return left + (width - left - right) * (ts.timestamp() - t0_pad) / full
 
-    for k in range(7):
-        t = t0_pad + full * k / 6
-        tx = left + (width - left - right) * k / 6
-        label = datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S.%f")[:-3 if full < 60 else -7]
-        anchor = "start" if k == 0 else "end" if k == 6 else "middle"
+    for t in time_ticks(t0_pad, t0_pad + full):
+        tx = left + (width - left - right) * (t - t0_pad) / full
+        label = datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S.%f")[:-3 if full < 6 else -7]
         parts.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{top - 6}" y2="{height - 24}" stroke="#eee"/>'
-                     f'<text x="{tx:.1f}" y="{top - 10}" text-anchor="{anchor}">{label}</text>')
+                     f'<text class="time-tick" x="{tx:.1f}" y="{top - 10}" text-anchor="middle">{label}</text>')
     parts.append(f'<text x="{left}" y="{height - 6}">{esc(fmt_ts(t0))} → {esc(fmt_ts(t1))}</text>')
     lane_y = {lane: top + i * lane_h + lane_h / 2 for i, lane in enumerate(lanes)}
     for lane, ly in lane_y.items():
