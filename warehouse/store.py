@@ -91,12 +91,12 @@ def _connect_waiting(path: str, *, read_only: bool, wait_s: float) -> duckdb.Duc
     while True:
         try:
             return duckdb.connect(path, read_only=read_only)
-        except duckdb.IOException as e:
-            if "lock" not in str(e).lower():
+        except duckdb.Error as e:
+            locked = isinstance(e, duckdb.IOException) and "lock" in str(e).lower()
+            if locked and time.monotonic() <= deadline:
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            if not locked and Path(path).is_file():  # a damaged or foreign file: the user's to replace, not a bug
                 raise BadInput(path, "warehouse", f"not a usable DuckDB file: {str(e).splitlines()[0]}") from None
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-        except duckdb.Error as e:  # a truncated or damaged file: the user's to replace, not an internal error
-            raise BadInput(path, "warehouse", f"not a usable DuckDB file: {str(e).splitlines()[0]}") from None
-            delay = min(delay * 2, 1.0)
+            raise
