@@ -14,10 +14,9 @@ import duckdb
 import pytest
 
 from firstfault.cli import main
-from firstfault.ids import attempt_key
 from firstfault.flows.artifacts import publish_artifacts
 from firstfault.schema import FLEET_TABLES
-from firstfault.warehouse.report import write_report
+from firstfault.warehouse.report import attempt_href, write_report
 
 HEADLINE = "demo/demo-headline/0"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +65,7 @@ def hostile_warehouse(demo_warehouse, tmp_path_factory):
 
 
 def headline_page(out: Path) -> Path:
-    return out / "attempts" / f"{attempt_key(HEADLINE)}.html"
+    return out / "attempts" / "demo" / "demo-headline" / "0.html"  # a name a person reads
 
 
 def test_headline_page_names_the_cause_the_symptoms_and_the_evidence(report_dir):
@@ -95,9 +94,16 @@ def test_index_lists_every_attempt_and_links_the_failed_ones(report_dir, demo_wa
     failed = [r[0] for r in con.execute("SELECT attempt_id FROM attributions WHERE verdict <> 'not_failed'").fetchall()]
     con.close()
     for attempt_id in failed:
-        href = f"attempts/{attempt_key(attempt_id)}.html"
+        href = attempt_href(attempt_id)
         assert f'href="{href}"' in index and (report_dir / href).is_file()
-    assert not (report_dir / "attempts" / f"{attempt_key('demo/demo-success/0')}.html").exists()
+    assert not (report_dir / attempt_href("demo/demo-success/0")).exists()
+    assert 'href="../../../index.html"' in headline_page(report_dir).read_text()  # back to the fleet summary
+
+
+def test_page_names_are_readable_and_stay_inside_the_report():
+    assert attempt_href("demo/demo-headline/0") == "attempts/demo/demo-headline/0.html"
+    assert attempt_href("c/../0") == "attempts/c/~2E~2E/0.html"
+    assert attempt_href("c/w x/1") == "attempts/c/w~20x/1.html"
 
 
 def test_fleet_sections_say_not_computed_yet_without_their_tables(demo_warehouse, tmp_path):

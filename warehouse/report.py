@@ -331,7 +331,10 @@ def timeline_legend() -> str:
 # ---------------------------------------------------------------------------------------------- index page
 
 def attempt_href(attempt_id: str) -> str:
-    return f"attempts/{attempt_key(attempt_id)}.html"
+    """attempts/<cluster>/<workload_id>/<attempt>.html: a name a person reads. Each part is made path-safe by
+    attempt_key, and a part of only dots is escaped too, so no id leads out of the report folder."""
+    parts = [attempt_key(p) if p.strip(".") else p.replace(".", "~2E") for p in attempt_id.split("/")]
+    return "attempts/" + "/".join(parts) + ".html"
 
 
 def summary_section(attempts: list[dict]) -> str:
@@ -662,13 +665,13 @@ def render_attempt(con, v: dict) -> str:
     context = context_events(con, v["attempt_id"])
     body = (verdict_section(v) + candidates_section(v) + timeline_section(v, evidence, context)
             + evidence_section(evidence) + connectors_section(v))
-    return page(f"attempt {v['attempt_id']}", body, up="../")
+    return page(f"attempt {v['attempt_id']}", body, up="../" * attempt_href(v["attempt_id"]).count("/"))
 
 
 # ---------------------------------------------------------------------------------------------- entry points
 
 def write_report(warehouse: str, out_dir: str = "firstfault-report") -> Path:
-    """Render index.html and attempts/<attempt_key>.html for every failed attempt; returns the index path."""
+    """Render index.html and one page per failed attempt (attempt_href); returns the index path."""
     out = Path(out_dir)
     con = connect_reader(warehouse)  # first: a missing or unreadable warehouse leaves no empty folder behind
     try:
@@ -677,7 +680,9 @@ def write_report(warehouse: str, out_dir: str = "firstfault-report") -> Path:
         attempts = report_attempts(con)
         for v in attempts:
             if v["verdict"] in FAILED:
-                (out / attempt_href(v["attempt_id"])).write_text(render_attempt(con, v), encoding="utf-8")
+                target = out / attempt_href(v["attempt_id"])
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(render_attempt(con, v), encoding="utf-8")
         index = out / "index.html"
         index.write_text(render_index(con, attempts, tables, warehouse), encoding="utf-8")
     finally:
