@@ -19,6 +19,7 @@ from prefect.logging import get_run_logger
 from prefect.settings import get_current_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from firstfault import progress
 from firstfault.config import Config, resolve_config
 from firstfault.nightly import (
     Candidate,
@@ -56,15 +57,17 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
     logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
                 plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
     futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))
-    futures.wait()
     urls, lost = [], []
-    for shard, future in zip(plan.shards, futures):
-        if future.state.is_completed():
-            urls.append(future.result())
-        else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
-            error = future.state.message or "shard task failed"
-            logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
-            lost.extend(shard_failure_rows(shard, error))
+    with progress.stage(f"nightly {plan.run_date}: land + attribute", total=len(plan.todo)) as done:
+        for shard, future in zip(plan.shards, futures):
+            future.wait()
+            if future.state.is_completed():
+                urls.append(future.result())
+            else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
+                error = future.state.message or "shard task failed"
+                logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
+                lost.extend(shard_failure_rows(shard, error))
+            done.advance(len(shard))
     summary = load_task(urls, plan, config, lost)
     logger.info("%s", render_summary(summary))
     publish_artifacts(config.warehouse.path)

@@ -33,3 +33,13 @@ def test_a_successful_prefect_run_prints_nothing_on_stderr(demo_dir, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "demo/demo-headline/0  attributed" in done.stdout
     assert done.stderr == "", done.stderr
+
+
+def test_a_nightly_prefect_flow_prints_only_its_progress_lines_on_stderr(demo_dir, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "firstfault.cli", "nightly", "--prefect", "always", "--date", "2026-11-29",
+                           "--catalog", str(demo_dir / "attempts"), "--warehouse", str(tmp_path / "w.duckdb"),
+                           "--lake", str(tmp_path / "lake")],
+                          capture_output=True, text=True, env=clean_env(tmp_path), cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "attributed 9" in done.stdout
+    assert done.stderr.startswith("nightly 2026-11-29: land + attribute: 9 attempts in ") and done.stderr.count("\n") == 1, done.stderr
