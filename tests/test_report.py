@@ -318,3 +318,11 @@ def test_the_rendered_report_fits_the_window_and_every_chart_is_titled_with_name
     png = SCREENSHOTS / f"{which}.png"
     run_chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,2400", target.as_uri())
     assert png.is_file() and png_facts(png)[:2] == (1280, 2400)
+
+
+def test_one_time_format_on_every_page(report_dir):
+    for page in (report_dir / "index.html", headline_page(report_dir)):
+        text = re.sub(r'<pre class="raw">.*?</pre>', "", page.read_text(), flags=re.S)  # log lines keep their own
+        stamps = re.findall(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?(?: UTC)?", text)
+        assert stamps and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{3})? UTC", s) for s in stamps), \
+            sorted({s for s in stamps if not s.endswith(" UTC")})[:5]

@@ -92,9 +92,19 @@ def fmt_ts(ts) -> str:
     return str(ts)
 
 
+def parse_ts(value):
+    """An ISO timestamp of the verdict JSON ('…Z') as a datetime, so every time on a page reads the same (fmt_ts)."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    return value
+
+
 def page(title: str, body: str, *, up: str = "") -> str:
     nav = f'<a href="{up}index.html">fleet summary</a> · ' if up else ""
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = fmt_ts(datetime.now(timezone.utc).replace(microsecond=0))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title><style>{CSS}</style></head>"
@@ -603,7 +613,7 @@ def root_event_text(rc: dict) -> str:
     parts = [rc.get("event") or "?"]
     for label, key in (("code", "code"), ("on", "node"), ("GPU", "gpu"), ("rank", "rank"), ("at", "ts"), ("rule", "rule")):
         if rc.get(key) is not None:
-            parts.append(f"{label} {rc[key]}")
+            parts.append(f"{label} {fmt_ts(parse_ts(rc[key])) if key == 'ts' else rc[key]}")
     return " ".join(parts)
 
 
