@@ -214,3 +214,26 @@ def test_simulate_prints_one_summary_line_per_stage_and_none_with_q(tmp_path, ca
     assert rc == 0 and err == ""
     rc, out, err = run(capsys, "simulate", "-q", "--nodes", "8", "--attempts", "3", "--out", str(tmp_path / "c"))
     assert rc == 0 and err == ""
+
+
+def test_verbose_shows_info_lines_and_quiet_hides_warnings(tmp_path, capsys):
+    import logging
+
+    warehouse = tmp_path / "w.duckdb"
+    duckdb.connect(str(warehouse)).close()
+    query = ["sql", "SELECT 1", "--format", "csv", "--warehouse", str(warehouse)]
+    log = logging.getLogger("firstfault.connectors.http")
+    try:
+        assert main(["-v", *query]) == 0
+        log.info("retry 1 in 0.5 s")
+        assert "firstfault: INFO: retry 1 in 0.5 s" in capsys.readouterr().err
+        assert main([*query, "-q"]) == 0
+        log.warning("careful")
+        assert "careful" not in capsys.readouterr().err
+        assert main(query) == 0
+        log.info("not shown")
+        log.warning("shown")
+        err = capsys.readouterr().err
+        assert "not shown" not in err and "firstfault: WARNING: shown" in err
+    finally:
+        logging.getLogger("firstfault").setLevel(logging.NOTSET)
