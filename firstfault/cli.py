@@ -12,7 +12,6 @@ import signal
 import sys
 import threading
 import time
-from importlib.metadata import version
 
 from firstfault import progress
 from firstfault.errors import BadInput
@@ -90,7 +89,7 @@ def _set_verbosity(level: int) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="firstfault", description="Why did this training attempt fail?",
                                      formatter_class=_HelpFormatter, epilog=EXAMPLES[""])
-    parser.add_argument("--version", action="version", version=f"firstfault {version('firstfault')}")
+    parser.add_argument("--version", action=_Version)
     _add_verbosity_flags(parser, default=0)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -210,6 +209,19 @@ def _parser() -> argparse.ArgumentParser:
     completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
     completion.set_defaults(handler=lambda args: _completion(parser, args))
     return parser
+
+
+class _Version(argparse.Action):
+    """--version, reading the package metadata only when asked: importlib.metadata costs every start ~25 ms."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import version
+
+        print(f"firstfault {version('firstfault')}")
+        parser.exit()
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
