@@ -326,3 +326,9 @@ def test_one_time_format_on_every_page(report_dir):
         stamps = re.findall(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?(?: UTC)?", text)
         assert stamps and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{3})? UTC", s) for s in stamps), \
             sorted({s for s in stamps if not s.endswith(" UTC")})[:5]
+
+
+def test_the_cause_chart_names_attempts_without_a_domain_by_their_verdict(report_dir):
+    index = (report_dir / "index.html").read_text()
+    chart = index.split("Failed attempts by cause")[1].split("</svg>")[0]
+    assert ">unattributed</text>" in chart and "–/–" not in chart

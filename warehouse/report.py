@@ -350,7 +350,7 @@ def attempt_href(attempt_id: str) -> str:
 def summary_section(attempts: list[dict]) -> str:
     verdicts = Counter(a["verdict"] for a in attempts)
     failed = [a for a in attempts if a["verdict"] in FAILED]
-    domains = Counter(f"{a['domain'] or '–'}/{a['subdomain'] or '–'}" for a in failed)
+    domains = Counter(f"{a['domain']}/{a['subdomain'] or '–'}" if a["domain"] else a["verdict"] for a in failed)
     culprits = Counter(n for a in failed for n in (a["culprit_nodes"] or []))
     cards = "".join(f'<div class="card"><b>{n}</b>{esc(label)}</div>' for label, n in (
         ("attempts", len(attempts)), ("failed", len(failed)),
