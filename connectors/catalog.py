@@ -8,6 +8,7 @@ import glob
 import logging
 import os
 import posixpath
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
@@ -55,6 +56,20 @@ def catalog_patterns(config: Config, catalog: str | None = None) -> list[str]:
     return out
 
 
+def check_catalog(config: Config, catalog: str | None = None) -> None:
+    """A catalog folder that does not exist or a glob that matches no file is a typo in a cron line, not an empty
+    night: BadInput naming the entry and where it came from (`--catalog` or `[catalog] paths`)."""
+    field = "--catalog" if catalog else "catalog.paths"
+    for entry in [catalog] if catalog else config.catalog.paths:
+        if any(c in entry for c in "*?["):
+            if not list_specs([entry]):
+                raise BadInput(entry, field, "matches no file")
+            continue
+        fs, path = fsspec.core.url_to_fs(entry)
+        if not fs.exists(path):
+            raise BadInput(entry, field, "no such folder or file")
+
+
 def list_specs(patterns: Sequence[str]) -> list[str]:
     """Every spec file matched by the fsspec globs; local files as plain paths (as `attribute --static` gets them)."""
     found: set[str] = set()
@@ -95,15 +110,17 @@ def discover_scheduled(config: Config, run_date: date) -> tuple[list[str], list[
 
 
 def discover(patterns: Sequence[str], days: Sequence[date], extra_specs: Sequence[str] = ()
-             ) -> tuple[dict[date, list[Candidate]], list[dict], int]:
+             ) -> tuple[dict[date, list[Candidate]], list[dict], Counter]:
     """The attempts whose `end` falls on one of `days` (UTC), by day, with their input fingerprints: every spec is
     read once whatever the number of days. Malformed specs and unreadable inputs become failure rows. Returns
-    (candidates by day, failures, spec files seen)."""
+    (candidates by day, failures, attempts per UTC end day of every spec read: an empty night names the nearest days
+    that have attempts)."""
     specs = sorted(set(list_specs(patterns)) | set(extra_specs))
     wanted = set(days)
     candidates: dict[str, Candidate] = {}
     day_of: dict[str, date] = {}
     failures: list[dict] = []
+    ended: Counter = Counter()
     for uri in specs:
         try:
             ctx = load_static_context(uri)
@@ -113,7 +130,10 @@ def discover(patterns: Sequence[str], days: Sequence[date], extra_specs: Sequenc
         except Exception as e:  # noqa: BLE001 - one spec never sinks the night
             failures.append(run_failure(None, uri, "spec", f"{type(e).__name__}: {e}"))
             continue
-        day = ctx.end.astimezone(timezone.utc).date() if ctx.end is not None else None
+        if ctx.end is None:
+            continue
+        day = ctx.end.astimezone(timezone.utc).date()
+        ended[day] += 1
         if day not in wanted:
             continue
         if ctx.attempt_id in candidates:
@@ -131,4 +151,11 @@ def discover(patterns: Sequence[str], days: Sequence[date], extra_specs: Sequenc
     by_day: dict[date, list[Candidate]] = {d: [] for d in sorted(wanted)}
     for attempt_id in sorted(candidates):
         by_day[day_of[attempt_id]].append(candidates[attempt_id])
-    return by_day, failures, len(specs)
+    return by_day, failures, ended
+
+
+def nearest_days(ended: Counter, run_date: date) -> list[tuple[date, int]]:
+    """The closest day before and the closest day after run_date that have attempts, with their counts."""
+    before = [d for d in ended if d < run_date]
+    after = [d for d in ended if d > run_date]
+    return [(d, ended[d]) for d in (max(before, default=None), min(after, default=None)) if d is not None]

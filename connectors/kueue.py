@@ -133,10 +133,10 @@ def parse_documents(text: str, where: str) -> list[KubeObject]:
         try:
             document, position = decoder.raw_decode(text, position)
         except json.JSONDecodeError as e:
-            raise BadInput(where, "-", f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+            raise BadInput(where, None, f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
         documents.append(document)
     if not documents:
-        raise BadInput(where, "-", "no JSON document")
+        raise BadInput(where, None, "no JSON document")
     objects = []
     for d, document in enumerate(documents):
         objects.extend(document_objects(document, where, f"[{d}]." if len(documents) > 1 else ""))
@@ -146,7 +146,7 @@ def parse_documents(text: str, where: str) -> list[KubeObject]:
 def document_objects(document: Any, where: str, prefix: str = "") -> list[KubeObject]:
     """The objects of one decoded document (an object or a List)."""
     if not isinstance(document, dict):
-        raise BadInput(where, prefix.rstrip(".") or "-", "must be a Kubernetes object or List")
+        raise BadInput(where, prefix.rstrip(".") or None, "must be a Kubernetes object or List")
     kind = document.get("kind")
     if not isinstance(kind, str) or not kind:
         raise BadInput(where, prefix + "kind", "required (a Kubernetes object or List)")
@@ -516,7 +516,7 @@ class DocumentFolder:
             try:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
-                raise BadInput(str(path), "-", f"cannot read: {e}") from None
+                raise BadInput(str(path), None, f"cannot read: {e}") from None
             objects.extend(parse_documents(text, str(path)))
         return objects
 

@@ -87,20 +87,20 @@ def load_static_context(path: str) -> AttemptContext:
         with fsspec.open(path, "rb") as f:
             data = f.read(MAX_SPEC_BYTES + 1)  # bounded: `--static /dev/zero` must not read forever
         if len(data) > MAX_SPEC_BYTES:
-            raise BadInput(path, "-", f"larger than {MAX_SPEC_BYTES // 2**20} MiB: not a static context")
+            raise BadInput(path, None, f"larger than {MAX_SPEC_BYTES // 2**20} MiB: not a static context")
         text = data.decode("utf-8")
     except FileNotFoundError:
-        raise BadInput(path, "-", "file not found") from None
+        raise BadInput(path, None, "file not found") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(path, "-", f"cannot read: {e}") from None
+        raise BadInput(path, None, f"cannot read: {e}") from None
     try:
         doc = json.loads(text) if path.endswith(".json") else yamlio.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {str(e).splitlines()[0]}") from None
+        raise BadInput(path, None, f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {str(e).splitlines()[0]}") from None
     except RecursionError:
-        raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: nested too deeply") from None
+        raise BadInput(path, None, f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: nested too deeply") from None
     except ValueError as e:  # a number of more than 4,300 digits (Python's limit on int from text)
-        raise BadInput(path, "-", f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {e}") from None
+        raise BadInput(path, None, f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {e}") from None
     base = posixpath.dirname(path) or "."
     return context_from_dict(doc, path, base)
 
@@ -108,7 +108,7 @@ def load_static_context(path: str) -> AttemptContext:
 def context_from_dict(doc: Any, spec_uri: str, base_uri: str) -> AttemptContext:
     v = _Validator(spec_uri)
     if not isinstance(doc, dict):
-        raise BadInput(spec_uri, "-", "the document must be a mapping of keys to values")
+        raise BadInput(spec_uri, None, "the document must be a mapping of keys to values")
     unknown = sorted(set(doc) - KNOWN_KEYS)
     if unknown:
         raise BadInput(spec_uri, unknown[0], "unknown key")

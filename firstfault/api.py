@@ -109,7 +109,7 @@ class Attributor:
     def attribute(self, body: Any, deadline: float) -> dict | list[dict]:
         """Attribute a request; Busy when the attribution lock is not free before `deadline` (time.monotonic())."""
         if not isinstance(body, dict):
-            raise BadInput(REQUEST, "-", "must be a JSON object: a static context or one of " + ", ".join(SCHEDULER_KEYS))
+            raise BadInput(REQUEST, None, "must be a JSON object: a static context or one of " + ", ".join(SCHEDULER_KEYS))
         scheduled = [k for k in SCHEDULER_KEYS if k in body]
         limits = self.config.api
         if not scheduled:  # checked before the lock: a refused request never waits behind another
@@ -243,9 +243,9 @@ def create_app(config: Config, token: str | None) -> FastAPI:
         try:
             body = json.loads(raw)
         except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of more than 4,300 digits
-            raise BadInput(REQUEST, "-", f"not valid JSON: {e}") from None
+            raise BadInput(REQUEST, None, f"not valid JSON: {e}") from None
         except RecursionError:
-            raise BadInput(REQUEST, "-", "not valid JSON: nested too deeply") from None
+            raise BadInput(REQUEST, None, "not valid JSON: nested too deeply") from None
         # attribution blocks (files, DuckDB, maybe a scheduler's API): off the event loop, one at a time
         work = asyncio.get_running_loop().run_in_executor(workers, attributor.attribute, body, deadline)
         try:

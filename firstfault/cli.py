@@ -1,27 +1,48 @@
-"""`firstfault` command line. Exit 0 on success whatever the verdict, 2 on bad input, 1 otherwise."""
+"""`firstfault` command line. Exit 0 on success whatever the verdict, 2 on bad input, 1 otherwise, 130/143 when
+interrupted by SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import argparse
 import csv
 import io
 import json
+import logging
 import os
+import signal
 import sys
+import threading
 import time
 
+from firstfault import progress
 from firstfault.errors import BadInput
+
+
+class Terminated(BaseException):
+    """SIGTERM raised like KeyboardInterrupt for SIGINT: not an Exception, so no `except Exception` swallows it,
+    and every `finally` and open transaction unwinds before the command exits."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    _set_verbosity(args.verbosity)
+    in_main_thread = threading.current_thread() is threading.main_thread()  # signal handlers live there only
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
         return args.handler(args)
     except BadInput as e:
         print(f"firstfault: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("firstfault: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("firstfault: terminated", file=sys.stderr)
+        return 143
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
         return 0
@@ -30,13 +51,49 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"firstfault: internal error: {type(e).__name__}: {e} (set FIRSTFAULT_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record comes (a test's capture, a redirected stream)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+_LOG_LEVELS = {-1: "ERROR", 0: "WARNING", 1: "INFO"}
+
+
+def _set_verbosity(level: int) -> None:
+    """-q: errors only; default: warnings and progress; -v: also firstfault's and Prefect's info lines. Prefect's
+    console handler is set through its environment setting (read when Prefect is first imported, in a handler);
+    a value the user exported wins."""
+    progress.enable(level >= 0)
+    name = _LOG_LEVELS[level]
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", name)
+    logger = logging.getLogger("firstfault")
+    logger.setLevel(name)
+    if not any(isinstance(h, _Stderr) for h in logger.handlers):
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("firstfault: %(levelname)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="firstfault", description="Why did this training attempt fail?")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="firstfault", description="Why did this training attempt fail?",
+                                     formatter_class=_HelpFormatter, epilog=EXAMPLES[""])
+    parser.add_argument("--version", action=_Version)
+    _add_verbosity_flags(parser, default=0)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="build the embedded sample lake and attribute every attempt in it")
+    demo = _command(sub, "demo", help="build the embedded sample lake and attribute every attempt in it")
     demo.add_argument("--dir", default="firstfault-demo", help="where the sample, lake and warehouse go")
     demo.add_argument("--json", action="store_true", help="print the verdicts as JSON lines")
     demo.add_argument("--fleet", type=int, default=20, metavar="N",
@@ -44,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_output_flag(demo)
     demo.set_defaults(handler=_demo)
 
-    attribute = sub.add_parser("attribute", help="attribute one workload attempt")
+    attribute = _command(sub, "attribute", help="attribute one workload attempt")
     which = attribute.add_mutually_exclusive_group(required=True)
     which.add_argument("--static", metavar="ATTEMPT.yaml", help="static execution context")
     which.add_argument("--slurm", metavar="JOBID[:ATTEMPT]", help="a Slurm job (every attempt of a requeued job unless :ATTEMPT)")
@@ -59,16 +116,17 @@ def _parser() -> argparse.ArgumentParser:
     _add_output_flag(attribute)
     attribute.set_defaults(handler=_attribute)
 
-    sql = sub.add_parser("sql", help="read-only SQL over the warehouse")
-    sql.add_argument("query")
+    sql = _command(sub, "sql", help="read-only SQL over the warehouse")
+    sql.add_argument("query", help="one SQL statement (the warehouse is opened read-only)")
     sql.add_argument("--warehouse", help="DuckDB file (default from the config)")
     sql.add_argument("--config", help="firstfault.toml")
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                     help="table: aligned columns, long values cut with …; csv; json: one object per line")
     sql.add_argument("--lake", help="lake root whose tables the query sees as lake.logs, lake.events, ... (default from the config)")
     sql.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="stop the query after this long (at most 300)")
     sql.set_defaults(handler=_sql)
 
-    nightly = sub.add_parser("nightly", help="attribute every attempt of a catalog that ended on a UTC day (default yesterday)")
+    nightly = _command(sub, "nightly", help="attribute every attempt of a catalog that ended on a UTC day (default yesterday)")
     when = nightly.add_mutually_exclusive_group()
     when.add_argument("--date", help="YYYY-MM-DD, the UTC day the attempts ended (default: yesterday)")
     when.add_argument("--since", metavar="YYYY-MM-DD", help="backfill: every night from this UTC day to --until, one warehouse load per night")
@@ -87,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_output_flag(nightly)
     nightly.set_defaults(handler=_nightly)
 
-    api = sub.add_parser("api", help="serve attribution over HTTP (POST /v1/attribute, GET /v1/attempts/ID, GET /healthz)")
+    api = _command(sub, "api", help="serve attribution over HTTP (POST /v1/attribute, GET /v1/attempts/ID, GET /healthz)")
     api.add_argument("--host", default="127.0.0.1", help="address to listen on")
     api.add_argument("--port", type=int, default=8080, help="port to listen on (0: any free port)")
     api.add_argument("--config", help="firstfault.toml (schedulers, plug-ins, rules, patterns)")
@@ -96,57 +154,131 @@ def _parser() -> argparse.ArgumentParser:
     api.add_argument("--no-auth", action="store_true", help="serve without a bearer token (only on a loopback --host)")
     api.set_defaults(handler=_api)
 
-    serve = sub.add_parser("serve", help="serve the nightly run as a scheduled Prefect deployment (needs a Prefect server)")
+    serve = _command(sub, "serve", help="serve the nightly run as a scheduled Prefect deployment (needs a Prefect server)")
     serve.add_argument("--config", help="firstfault.toml ([schedule] cron, [catalog] paths, ...)")
     serve.add_argument("--name", default="nightly", help="deployment name")
     serve.add_argument("--cron", help="cron schedule in UTC (default: [schedule] cron, 0 2 * * *)")
     serve.add_argument("--catalog", metavar="DIR_OR_URL", help="overrides [catalog] paths")
     serve.set_defaults(handler=_serve)
 
-    report = sub.add_parser("report", help="write the offline HTML view of a warehouse")
+    report = _command(sub, "report", help="write the offline HTML view of a warehouse")
     report.add_argument("--warehouse", help="DuckDB file (default from the config)")
     report.add_argument("--config", help="firstfault.toml")
     report.add_argument("--out", default="firstfault-report", help="output folder (index.html, attempts/*.html)")
     report.set_defaults(handler=_report)
 
-    simulate = sub.add_parser("simulate", help="write a simulated fleet (logs in real formats + truth.jsonl)")
+    simulate = _command(sub, "simulate", help="write a simulated fleet (logs in real formats + truth.jsonl)")
     simulate.add_argument("--nodes", type=int, default=256, help="nodes in the fleet")
     simulate.add_argument("--attempts", type=int, default=500, help="attempts to write")
     simulate.add_argument("--days", type=int, default=7, help="start times spread over this many days")
     simulate.add_argument("--out", required=True, metavar="DIR", help="where topology.yaml, catalog/ and truth.jsonl go")
-    simulate.add_argument("--seed", type=int, default=0)
+    simulate.add_argument("--seed", type=int, default=0, help="random seed: the same seed writes the same fleet")
     simulate.add_argument("--attribute", action="store_true", help="also land and attribute every attempt (warehouse DIR/firstfault.duckdb)")
     simulate.set_defaults(handler=_simulate)
 
-    evaluate = sub.add_parser("evaluate", help="score a warehouse against a simulated fleet's truth.jsonl")
+    evaluate = _command(sub, "evaluate", help="score a warehouse against a simulated fleet's truth.jsonl")
     evaluate.add_argument("--truth", required=True, metavar="DIR", help="the --out folder of `firstfault simulate`")
     evaluate.add_argument("--warehouse", help="DuckDB file (default DIR/firstfault.duckdb)")
     evaluate.add_argument("--json", action="store_true", help="machine-readable result")
     evaluate.set_defaults(handler=_evaluate)
 
-    rules = sub.add_parser("rules", help="test and lint rules (built-in and site rules from the config)")
+    rules = _command(sub, "rules", help="test and lint rules (built-in and site rules from the config)")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)
     dirs_help = ("fixture folders (*.yaml cases; rule files beside them are loaded too); default: the config's "
                  "[rules] dirs plus the built-in rules with the fixtures shipped beside them")
-    test = rules_sub.add_parser("test", help="run every fixture case like `promtool test rules`; exit 1 when one fails")
+    test = _command(rules_sub, "rules test", help="run every fixture case like `promtool test rules`; exit 1 when one fails")
     test.add_argument("dirs", nargs="*", metavar="DIR", help=dirs_help)
-    lint = rules_sub.add_parser("lint", help="check rule headers, ids, output columns, fixture coverage and pattern files")
+    lint = _command(rules_sub, "rules lint", help="check rule headers, ids, output columns, fixture coverage and pattern files")
     lint.add_argument("dirs", nargs="*", metavar="DIR", help=dirs_help)
     for p in (test, lint):
         p.add_argument("--config", help="firstfault.toml ([rules] dirs, [patterns] dirs)")
         p.add_argument("--patterns", action="append", default=[], metavar="DIR", help="extra pattern folder (repeatable)")
+        p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     test.set_defaults(handler=_rules_test)
     lint.set_defaults(handler=_rules_lint)
 
-    fleet = sub.add_parser("fleet", help="fleet aggregates over the warehouse (node_offenders, port_hotspots, ...)")
+    fleet = _command(sub, "fleet", help="fleet aggregates over the warehouse (node_offenders, port_hotspots, ...)")
     fleet_sub = fleet.add_subparsers(dest="fleet_command", required=True)
-    fleet_rebuild = fleet_sub.add_parser("rebuild", help="rebuild the fleet tables in one transaction")
+    fleet_rebuild = _command(fleet_sub, "fleet rebuild", help="rebuild the fleet tables in one transaction")
     fleet_rebuild.add_argument("--warehouse", help="DuckDB file (default from the config)")
     fleet_rebuild.add_argument("--topology", metavar="FILE", help="YAML/CSV node -> switch, switch port (default: [fleet] topology)")
     fleet_rebuild.add_argument("--day", help="UTC day the rolling windows end on (default: the latest attempt day)")
     fleet_rebuild.add_argument("--config", help="firstfault.toml ([fleet] thresholds)")
     fleet_rebuild.set_defaults(handler=_fleet_rebuild)
+
+    init = _command(sub, "init", help="write the commented example firstfault.toml (every key at its default)")
+    init.add_argument("path", nargs="?", default="firstfault.toml", metavar="PATH", help="file to write")
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.set_defaults(handler=_init)
+
+    completion = _command(sub, "completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+    completion.set_defaults(handler=lambda args: _completion(parser, args))
     return parser
+
+
+class _Version(argparse.Action):
+    """--version, reading the package metadata only when asked: importlib.metadata costs every start ~25 ms."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import version
+
+        print(f"firstfault {version('firstfault')}")
+        parser.exit()
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Options show their default when there is one worth reading; examples (the epilog) keep their lines."""
+
+    def _get_help_string(self, action):
+        unset = action.default is None or action.default is False or action.default == [] or action.default == argparse.SUPPRESS
+        if unset or action.help is None or "default" in action.help:  # no default, or the help already says it
+            return action.help
+        return super()._get_help_string(action)
+
+
+EXAMPLES = {
+    "": "examples:\n  firstfault demo --dir firstfault-demo\n  firstfault attribute --static attempt.yaml --json\n"
+        "  firstfault COMMAND --help",
+    "demo": "firstfault demo --dir firstfault-demo --fleet 0",
+    "attribute": "firstfault attribute --static firstfault-demo/attempts/headline/attempt.yaml --json",
+    "sql": 'firstfault sql "SELECT attempt_id, verdict, domain FROM attributions" --format csv',
+    "nightly": "firstfault nightly --config firstfault.toml --date 2026-11-29",
+    "api": "firstfault api --port 8080 --warehouse firstfault.duckdb",
+    "serve": "prefect server start & export PREFECT_API_URL=http://127.0.0.1:4200/api\n"
+             "  firstfault serve --config firstfault.toml",
+    "report": "firstfault report --warehouse firstfault.duckdb --out firstfault-report",
+    "simulate": "firstfault simulate --nodes 64 --attempts 100 --out fleet --attribute",
+    "evaluate": "firstfault evaluate --truth fleet",
+    "rules": "firstfault rules test my-rules/",
+    "rules test": "firstfault rules test my-rules/ --config firstfault.toml",
+    "rules lint": "firstfault rules lint --json",
+    "fleet": "firstfault fleet rebuild --topology topology.yaml",
+    "fleet rebuild": "firstfault fleet rebuild --warehouse firstfault.duckdb --topology topology.yaml --day 2026-11-29",
+    "init": "firstfault init && $EDITOR firstfault.toml",
+    "completion": 'firstfault completion bash > ~/.local/share/bash-completion/completions/firstfault\n'
+                  '  firstfault completion zsh > "${fpath[1]}/_firstfault"',
+}
+
+
+def _command(parent, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand with its description, the global -q/-v, defaults in its help and an example."""
+    example = EXAMPLES[name]
+    command = parent.add_parser(name.split()[-1], help=help, description=help, formatter_class=_HelpFormatter,
+                                epilog=example if example.startswith("examples:") else f"example:\n  {example}")
+    _add_verbosity_flags(command, default=argparse.SUPPRESS)  # the top level's value unless given here
+    return command
+
+
+def _add_verbosity_flags(parser: argparse.ArgumentParser, *, default) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1, default=default,
+                       help="print errors and results only: no progress, no warnings")
+    group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=default,
+                       help="also print info lines (firstfault's and Prefect's run logs)")
 
 
 def _add_output_flag(command: argparse.ArgumentParser) -> None:
@@ -185,10 +317,13 @@ def _rules_test(args) -> int:
 
     dirs = resolve_dirs(resolve_config(args.config), args.dirs, args.patterns)
     results, _ = run_tests(dirs)
-    failed = 0
+    failed = sum(1 for _, problems in results if problems)
+    if args.json:
+        print(json.dumps({"passed": len(results) - failed, "failed": failed,
+                          "cases": [{"case": c, "passed": not p, "problems": list(p)} for c, p in results]}))
+        return 1 if failed else 0
     for case_id, problems in results:
         if problems:
-            failed += 1
             print(f"FAIL {case_id}")
             for problem in problems:
                 print(f"    {problem}")
@@ -203,12 +338,38 @@ def _rules_lint(args) -> int:
     from firstfault.rules_sql.kit import lint, resolve_dirs
 
     problems, summary = lint(resolve_dirs(resolve_config(args.config), args.dirs, args.patterns))
+    if args.json:
+        print(json.dumps({"ok": not problems, "problems": [str(p) for p in problems], "summary": summary}))
+        return 1 if problems else 0
     for problem in problems:
         print(problem)
     if problems:
         print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} ({summary})")
         return 1
     print(f"ok: {summary}")
+    return 0
+
+
+def _init(args) -> int:
+    from importlib import resources
+    from pathlib import Path
+
+    target = Path(args.path)
+    if target.exists() and not args.force:
+        raise BadInput(str(target), None, "already exists (--force replaces it)")
+    example = resources.files("firstfault") / "firstfault.example.toml"
+    try:
+        target.write_text(example.read_text(encoding="utf-8"), encoding="utf-8")
+    except OSError as e:
+        raise BadInput(str(target), None, f"cannot write: {e.strerror}") from None
+    print(f"wrote {target}: every key at its default, commented (docs/configuration.md)")
+    return 0
+
+
+def _completion(parser: argparse.ArgumentParser, args) -> int:
+    from firstfault.completion import completion_script
+
+    print(completion_script(parser, args.shell))
     return 0
 
 
@@ -389,8 +550,13 @@ def _format(names: list[str], rows: list[tuple], fmt: str) -> str:
     cells = [[_cell(v) for v in r] for r in rows]
     widths = [min(60, max([len(n)] + [len(c[i]) for c in cells])) for i, n in enumerate(names)]
     lines = [" | ".join(n.ljust(w) for n, w in zip(names, widths)), "-+-".join("-" * w for w in widths)]
-    lines += [" | ".join(c[:w].ljust(w) for c, w in zip(row, widths)) for row in cells]
+    lines += [" | ".join(_fit(c, w) for c, w in zip(row, widths)) for row in cells]
     return "\n".join(lines)
+
+
+def _fit(cell: str, width: int) -> str:
+    """A cell padded to `width`; a longer one cut with an ellipsis, so a cut value never reads as the whole one."""
+    return cell.ljust(width) if len(cell) <= width else cell[:width - 1] + "…"
 
 
 def _cell(v) -> str:

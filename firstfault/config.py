@@ -230,9 +230,9 @@ def load_config(path: str | None) -> Config:
     try:
         doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BadInput(path, "-", "file not found") from None
+        raise BadInput(path, None, "file not found") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(path, "-", f"not valid TOML: {e}") from None
+        raise BadInput(path, None, f"not valid TOML: {e}") from None
     built = {}
     for name, value in doc.items():
         if name == "plugins":

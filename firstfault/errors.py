@@ -3,11 +3,12 @@ from __future__ import annotations
 
 
 class BadInput(Exception):
-    """Malformed user input: names the file and the field."""
+    """Malformed user input: names the file and the field (None when the problem is the whole file: not found,
+    not parseable)."""
 
-    def __init__(self, file: str, field: str, problem: str):
+    def __init__(self, file: str, field: str | None, problem: str):
         self.file, self.field, self.problem = file, field, problem
-        super().__init__(f"{file}: field '{field}': {problem}")
+        super().__init__(f"{file}: field '{field}': {problem}" if field else f"{file}: {problem}")
 
 
 def describe(e: BaseException) -> str:

@@ -21,12 +21,15 @@ from datetime import date, datetime, timedelta, timezone
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from firstfault import progress
 from firstfault.config import Config
 from firstfault.connectors.catalog import (
     Candidate,
     catalog_patterns,
+    check_catalog,
     discover,
     discover_scheduled,
+    nearest_days,
 )
 from firstfault.connectors.static_context import load_static_context
 from firstfault.errors import BadInput, describe
@@ -52,6 +55,7 @@ class Plan:
     shards: list[list[Candidate]]
     failures: list[dict] = field(default_factory=list)  # discovery failures (malformed specs, unreadable inputs)
     started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    nearest: list[tuple[date, int]] = field(default_factory=list)  # the closest days with attempts, when found == 0
 
 
 def default_run_date(now: datetime | None = None) -> date:
@@ -101,6 +105,7 @@ def plan_nights(config: Config, days: Sequence[date], catalog: str | None = None
     """One plan per day (attempts that ended on it, unchanged ones dropped unless `force`, the rest sharded); the
     catalog is read once for all days. Spec failures go with the first night."""
     started_at = datetime.now(timezone.utc)
+    check_catalog(config, catalog)
     patterns = catalog_patterns(config, catalog)
     scheduled, failures_by_day, schedulers = {}, {}, 0
     for day in days:
@@ -108,7 +113,7 @@ def plan_nights(config: Config, days: Sequence[date], catalog: str | None = None
     if not patterns and not schedulers:
         raise BadInput("--catalog", "catalog", "nothing to discover: pass --catalog DIR_OR_URL, set [catalog] paths "
                        "or configure a scheduler ([slurm], [kueue]) in firstfault.toml")
-    by_day, spec_failures, _ = discover(patterns, days, [s for d in days for s in scheduled[d]])
+    by_day, spec_failures, ended = discover(patterns, days, [s for d in days for s in scheduled[d]])
     version = current_rules_version(config)
     plans = []
     for i, day in enumerate(days):
@@ -118,7 +123,8 @@ def plan_nights(config: Config, days: Sequence[date], catalog: str | None = None
         skipped = [c for c in candidates if c.attempt_id in done]
         failures = failures_by_day[day] + (spec_failures if i == 0 else [])
         plans.append(Plan(uuid.uuid4().hex, day.isoformat(), len(candidates), todo, skipped,
-                          make_shards(todo, shards or config.schedule.shards), failures, started_at))
+                          make_shards(todo, shards or config.schedule.shards), failures, started_at,
+                          [] if candidates else nearest_days(ended, day)))
     return plans
 
 
@@ -234,16 +240,22 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
         "found": plan.found, "skipped": len(plan.skipped), "failed": len(failures),
     }
     load_attempts(config.warehouse.path, parts, run, failures, filesystem=None if lake.is_local else lake.fs)
-    fleet = rebuild_fleet(config)
+    fleet = rebuild_fleet(config) if attributed else "unchanged"
     # the warehouse holds the results now; the run's folder in the lake was only the hand-over between tasks
-    run_folder = lake.path("results", f"run={plan.run_id}")
-    if lake.fs.exists(run_folder):
-        lake.fs.rm(run_folder, recursive=True)
+    remove_run_folder(config, plan.run_id)
     return {"run_id": plan.run_id, "run_date": plan.run_date, "found": plan.found, "skipped": len(plan.skipped),
             "attributed": attributed, "failed": len(failures), "shards": len(shard_urls), "verdicts": dict(sorted(verdicts.items())),
             "attempt_ids": sorted(i for a in attributions for i in a.column("attempt_id").to_pylist()),
             "failures": [{k: f.get(k) for k in ("attempt_id", "spec_uri", "stage", "error")} for f in failures],
-            "fleet": fleet, "warehouse": config.warehouse.path}
+            "fleet": fleet, "warehouse": config.warehouse.path,
+            "nearest_days": [{"date": d.isoformat(), "attempts": n} for d, n in plan.nearest]}
+
+
+def remove_run_folder(config: Config, run_id: str) -> None:
+    lake = _lake(config)
+    run_folder = lake.path("results", f"run={run_id}")
+    if lake.fs.exists(run_folder):
+        lake.fs.rm(run_folder, recursive=True)
 
 
 def rebuild_fleet(config: Config) -> str:
@@ -267,13 +279,21 @@ def run_nights(config: Config, days: Sequence[date], catalog: str | None = None,
     """Every night of `days` without Prefect, one warehouse load per night: the same functions the flow's tasks call.
     Start-up and catalog discovery are paid once for all nights; the warehouse's nightly lock is held throughout,
     named by the first night's run."""
-    plans = plan_nights(config, days, catalog, force, shards)
+    with progress.stage("nightly: discover") as discovered:
+        plans = plan_nights(config, days, catalog, force, shards)
+        discovered.advance(sum(plan.found for plan in plans))
     summaries = []
     with nightly_lock(config.warehouse.path, plans[0].run_id):
         for plan in plans:
             claim_results(config, plan.run_id)
-            urls, failures = _run_shards(plan, config)
-            summaries.append(load_results(urls, plan, config, flow=flow, extra_failures=failures))
+            try:
+                urls, failures = _run_shards(plan, config)
+            except BaseException:  # interrupted or failed before the load: no shard folders are left behind in the lake
+                remove_run_folder(config, plan.run_id)
+                raise
+            with progress.stage(f"nightly {plan.run_date}: load into the warehouse") as loaded:
+                summaries.append(load_results(urls, plan, config, flow=flow, extra_failures=failures))
+                loaded.advance(summaries[-1]["attributed"])
     return summaries
 
 
@@ -285,16 +305,25 @@ def _run_shards(plan: Plan, config: Config) -> tuple[list[str], list[dict]]:
     """The shards on every core (one process each, spawned: no state leaks between them, and ended with this
     process); a shard whose process dies becomes failure rows for its attempts, the others go on."""
     workers = min(os.cpu_count() or 1, len(plan.shards))
-    if workers <= 1 or len(plan.todo) < _PARALLEL_MIN_ATTEMPTS:
-        return [run_shard(i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)], []
     urls, failures = [], []
-    with process_pool(workers) as pool:
-        futures = [pool.submit(run_shard, i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)]
-        for shard, future in zip(plan.shards, futures):
+    with progress.stage(f"nightly {plan.run_date}: land + attribute", total=len(plan.todo)) as done:
+        if workers <= 1 or len(plan.todo) < _PARALLEL_MIN_ATTEMPTS:
+            for i, shard in enumerate(plan.shards):
+                urls.append(run_shard(i, shard, config, plan.run_id))
+                done.advance(len(shard))
+            return urls, failures
+        with process_pool(workers) as pool:
+            futures = [pool.submit(run_shard, i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)]
             try:
-                urls.append(future.result())
-            except Exception as e:  # noqa: BLE001 - a lost worker (out of memory, killed) fails its shard only
-                failures.extend(shard_failure_rows(shard, e))
+                for shard, future in zip(plan.shards, futures):
+                    try:
+                        urls.append(future.result())
+                    except Exception as e:  # noqa: BLE001 - a lost worker (out of memory, killed) fails its shard only
+                        failures.extend(shard_failure_rows(shard, e))
+                    done.advance(len(shard))
+            except BaseException:  # interrupted: drop the shards not started instead of waiting for them
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     return urls, failures
 
 
@@ -310,13 +339,18 @@ def render_summary(summary: dict) -> str:
         f"attempts found {summary['found']}, skipped (unchanged) {summary['skipped']}, attributed {summary['attributed']}, "
         f"failed {summary['failed']}  ({summary['shards']} shard{'s' if summary['shards'] != 1 else ''})",
     ]
+    if not summary["found"]:
+        nearest = ", ".join(f"{d['date']} ({d['attempts']})" for d in summary["nearest_days"])
+        lines.append(f"no attempts ended on {summary['run_date']} (UTC); "
+                     + (f"nearest days with attempts: {nearest}" if nearest else "the catalog holds no ended attempt"))
     if summary["verdicts"]:
         lines.append("verdicts: " + ", ".join(f"{k} {v}" for k, v in summary["verdicts"].items()))
     for f in summary["failures"][:10]:
         lines.append(f"  FAILED {f['attempt_id'] or '-'} [{f['stage']}] {f['spec_uri']}: {(f['error'] or '')[:160]}")
     if len(summary["failures"]) > 10:
         lines.append(f"  … {len(summary['failures']) - 10} more: SELECT * FROM run_failures WHERE run_id = '{summary['run_id']}'")
-    lines.append(f"fleet aggregates: {summary['fleet']}")
+    if summary["fleet"] != "unchanged":  # nothing attributed: the fleet tables were left as they were
+        lines.append(f"fleet aggregates: {summary['fleet']}")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from firstfault import progress
 from firstfault.config import Config
 from firstfault.connectors.fingerprint import safe_input_fingerprint
 from firstfault.connectors.registry import source_connectors
@@ -71,7 +72,9 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
     if workers <= 1:
         lake = Lake(config.lake.root, config.lake.storage_options())
         return land_attempts(contexts, lake, patterns, config.landing, sources, on_error)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # big inputs only get here: worth a progress line, and their sizes were just listed to choose the workers
+    with progress.stage("land", total=len(contexts)) as landed, \
+            ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(_land_one, ctx, config, patterns, sources) for ctx in contexts]
         results = []
         for ctx, future in zip(contexts, futures):
@@ -81,6 +84,7 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
                 if on_error is None:
                     raise
                 on_error(ctx, e)
+            landed.advance(1, input_bytes(ctx))
         return results
 
 

@@ -18,6 +18,8 @@ def process_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def _die_with_parent(parent: int) -> None:
+    # Ctrl-C reaches the whole process group: the parent alone stops the run (no traceback printed per worker)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # the signal is tied to the thread that spawned the worker: process_pool is only used from a run's main thread
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

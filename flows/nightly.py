@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import httpx
+
 from prefect import flow, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
+from prefect.settings import get_current_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from firstfault import progress
 from firstfault.config import Config, resolve_config
+from firstfault.errors import BadInput
 from firstfault.flows.artifacts import publish_artifacts
 from firstfault.nightly import (
     Candidate,
@@ -62,15 +67,17 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
             logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
                         plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
             futures = shard_task.map(list(range(len(plan.shards))), plan.shards, unmapped(config), unmapped(plan.run_id))
-            futures.wait()
             urls, lost = [], []
-            for shard, future in zip(plan.shards, futures):
-                if future.state.is_completed():
-                    urls.append(future.result())
-                else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
-                    error = future.state.message or "shard task failed"
-                    logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
-                    lost.extend(shard_failure_rows(shard, error))
+            with progress.stage(f"nightly {plan.run_date}: land + attribute", total=len(plan.todo)) as done:
+                for shard, future in zip(plan.shards, futures):
+                    future.wait()
+                    if future.state.is_completed():
+                        urls.append(future.result())
+                    else:  # the task itself died (worker lost, lake unwritable): its attempts are recorded, the others load
+                        error = future.state.message or "shard task failed"
+                        logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
+                        lost.extend(shard_failure_rows(shard, error))
+                    done.advance(len(shard))
             summaries.append(load_task(urls, plan, config, lost))
             logger.info("%s", render_summary(summaries[-1]))
     publish_artifacts(config.warehouse.path)
@@ -109,5 +116,23 @@ def deployment(config_path: str | None = None, name: str = DEPLOYMENT_NAME, cron
 def serve(config_path: str | None = None, name: str = DEPLOYMENT_NAME, cron: str | None = None, **parameters) -> None:
     """Register the deployment with the configured Prefect server and run its scheduled runs until stopped."""
     config = resolve_config(config_path)
+    require_scheduling_server()
     params = {"config_path": config_path, **{k: v for k, v in parameters.items() if v not in (None, False, 0)}}
     nightly.serve(name=name, cron=cron or config.schedule.cron, parameters=params, pause_on_shutdown=False)
+
+
+START_A_SERVER = "start one with `prefect server start` and export PREFECT_API_URL=http://127.0.0.1:4200/api"
+
+
+def require_scheduling_server(timeout_s: float = 5.0) -> str:
+    """The URL of the Prefect API that will schedule the deployment. Without one Prefect would start a temporary
+    server, which runs no scheduler: `serve` would then wait forever for runs that never come."""
+    url = get_current_settings().api.url
+    if not url:
+        raise BadInput("<environment>", "PREFECT_API_URL", f"not set: serve needs a Prefect server to schedule runs; {START_A_SERVER}")
+    try:
+        httpx.get(f"{url.rstrip('/')}/health", timeout=timeout_s).raise_for_status()
+    except httpx.HTTPError as e:
+        raise BadInput("<environment>", "PREFECT_API_URL", f"no Prefect server answers at {url} ({type(e).__name__}); "
+                       f"{START_A_SERVER}") from None
+    return url

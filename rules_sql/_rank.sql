@@ -125,13 +125,19 @@ SELECT c.*
 FROM contenders c JOIN outcome o USING (attempt_id)
 WHERE o.verdict = 'attributed' AND c.position = 1 OR o.verdict = 'ambiguous';
 
--- Symptoms: the earliest symptom of each kind on each node and rank.
+-- Symptoms: the earliest symptom of each kind on each node and rank. A line that is evidence of the chosen cause is
+-- never also its symptom: one log line can yield two events (the CUDA OOM line is an OOM and a Python exception).
 CREATE OR REPLACE TEMP TABLE symptom_rows AS
 SELECT * EXCLUDE (n) FROM (
     SELECT h.attempt_id, h.event_id, e.kind, e.node, e.rank, h.ts, h.summary,
            row_number() OVER (PARTITION BY h.attempt_id, e.kind, e.node, e.rank ORDER BY h.ts NULLS LAST, h.event_id) AS n
     FROM rule_hits h JOIN events e USING (attempt_id, event_id)
     WHERE h.role = 'symptom'
+      AND NOT EXISTS (
+          SELECT 1 FROM root_hits r
+          JOIN chosen c ON c.attempt_id = r.attempt_id AND c.domain = r.domain AND c.subdomain = r.subdomain AND c.cause_node = r.cause_node
+          JOIN events re ON re.attempt_id = r.attempt_id AND re.event_id = r.event_id
+          WHERE r.attempt_id = h.attempt_id AND re.uri = e.uri AND re.line = e.line)
 ) WHERE n = 1;
 
 -- Evidence: every root hit of the chosen cause(s), confirmations on their nodes, and the symptoms.

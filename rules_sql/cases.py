@@ -55,9 +55,9 @@ def load_cases(folders: list[Path]) -> list[Case]:
             try:
                 doc = yamlio.safe_load(path.read_text(encoding="utf-8")) or {}
             except (yaml.YAMLError, UnicodeDecodeError) as e:
-                raise BadInput(str(path), "-", f"not valid YAML: {str(e).splitlines()[0]}") from None
+                raise BadInput(str(path), None, f"not valid YAML: {str(e).splitlines()[0]}") from None
             if not isinstance(doc, dict):
-                raise BadInput(str(path), "-", "a fixture file is a mapping with `rule` and `cases`")
+                raise BadInput(str(path), None, "a fixture file is a mapping with `rule` and `cases`")
             if not isinstance(doc.get("cases") or [], list):
                 raise BadInput(str(path), "cases", "must be a list")
             rule = doc.get("rule") or path.stem

@@ -131,12 +131,12 @@ def _load_python_rule(path: Path) -> Rule:
     module_name = f"firstfault_rule_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}_{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise BadInput(str(path), "-", "cannot be imported")
+        raise BadInput(str(path), None, "cannot be imported")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)  # not put in sys.modules, sys.path untouched
     except Exception as e:
-        raise BadInput(str(path), "-", f"import failed: {type(e).__name__}: {e}") from None
+        raise BadInput(str(path), None, f"import failed: {type(e).__name__}: {e}") from None
     header = getattr(module, "RULE", None)
     if not isinstance(header, dict):
         raise BadInput(str(path), "RULE", "must be a dict with keys " + ", ".join(HEADER_KEYS))
@@ -159,7 +159,7 @@ def collect_rules(extra_dirs: Sequence[Path] = ()) -> tuple[list[Rule], list[Bad
             folders.append(folder)
     for folder in folders:
         if not folder.is_dir():
-            problems.append(BadInput(str(folder), "-", "no such rules directory"))
+            problems.append(BadInput(str(folder), None, "no such rules directory"))
             continue
         for path in rule_files(folder):
             try:

@@ -3,7 +3,7 @@
 # Run as root from anywhere; extra arguments go to pytest (scripts/setup-and-test.sh -x tests/test_report.py).
 #
 #   1. the Debian packages the tests use, when missing (apt-get; not root: says what to install and exits 1)
-#   2. .venv in the repo, when missing, and `pip install -e '.[test]'` into it
+#   2. .venv in the repo, when missing, and `pip install -e '.[test]'` into it (1 and 2: scripts/install.sh --test)
 #   3. the services the tests need: a one-node Slurm with accounting (scripts/slurm-up.sh), stopped at exit
 #   4. the rule test kit, then pytest (last: its summary line closes the run)
 #
@@ -15,16 +15,8 @@ set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO" || exit 1
 VENV=$REPO/.venv
-PYTHON=${PYTHON:-python3}
 
 say() { echo "setup-and-test: $*" >&2; }
-
-# Debian packages the tests use (each test fails without its package; none is skipped):
-#   chromium                      renders the HTML report (tests/test_report.py)
-#   prometheus                    prometheus + promtool; tests/test_prometheus.py backfills and starts its own server
-#   slurmctld slurmd slurm-client slurmdbd munge mariadb-server
-#                                 a one-node Slurm with accounting (scripts/slurm-up.sh) for tests/test_slurm_live.py
-DEBIAN_PACKAGES=(chromium prometheus slurmctld slurmd slurm-client slurmdbd munge mariadb-server)
 
 # ---- a private TMPDIR for everything below, removed at exit ----------------------------------------------------------
 # Like /tmp (mode 1777): the daemons run as slurm, mysql and munge reach their state dir and their own temp files.
@@ -33,7 +25,7 @@ chmod 1777 "$TMP_ROOT"
 export TMPDIR=$TMP_ROOT TEMP=$TMP_ROOT TMP=$TMP_ROOT
 export STATE_DIR=$TMP_ROOT/slurm  # scripts/slurm-up.sh and slurm-down.sh
 
-PYTEST_PID= NO_START=
+PYTEST_PID=
 alive() { [ -n "$1" ] && [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 stop_pytest() {
     alive "$PYTEST_PID" || return 0
@@ -47,7 +39,6 @@ cleanup() {
     local rc=$?
     trap - EXIT INT TERM HUP
     stop_pytest
-    [ -z "$NO_START" ] || rm -f "$NO_START"
     # only a cluster slurm-up.sh started here (it makes $STATE_DIR/run); one that was already running is left alone
     [ -d "$STATE_DIR/run" ] && bash "$REPO/scripts/slurm-down.sh" >/dev/null 2>&1
     rm -rf "$TMP_ROOT"
@@ -58,39 +49,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-# ---- 1. Debian packages ----------------------------------------------------------------------------------------------
-missing=()
-for p in "${DEBIAN_PACKAGES[@]}"; do
-    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
-done
-# Debian's python3 makes a venv only with python3-venv (ensurepip)
-[ -x "$VENV/bin/python" ] || "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
-if ((${#missing[@]})); then
-    if ((EUID != 0)); then
-        say "missing Debian packages: ${missing[*]}"
-        say "install them as root, then run this again: apt-get install -y --no-install-recommends ${missing[*]}"
-        exit 1
-    fi
-    say "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    # the packages' own services (munged, mariadbd, slurm*) must not start: scripts/slurm-up.sh starts its own
-    if [ ! -e /usr/sbin/policy-rc.d ]; then
-        NO_START=/usr/sbin/policy-rc.d  # removed again below or at exit
-        printf '#!/bin/sh\n# setup-and-test.sh: no service starts while it installs packages\nexit 101\n' >"$NO_START"
-        chmod 755 "$NO_START"
-    fi
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    apt_rc=$?
-    [ -z "$NO_START" ] || { rm -f "$NO_START"; NO_START=; }
-    ((apt_rc == 0)) || { say "apt-get failed ($apt_rc)"; exit 1; }
-fi
-
-# ---- 2. .venv ----------------------------------------------------------------------------------------------------------
-if [ ! -x "$VENV/bin/python" ]; then
-    say "creating $VENV"
-    "$PYTHON" -m venv "$VENV" || exit 1
-fi
-"$VENV/bin/pip" install --quiet -e '.[test]' || { say "pip install -e '.[test]' failed"; exit 1; }
+# ---- 1.-2. Debian packages, .venv, firstfault with its [test] extra: the README's set-up (the Dockerfile runs the same) --
+bash "$REPO/scripts/install.sh" --test || exit 1
 
 # ---- 3. services -------------------------------------------------------------------------------------------------------
 # Slurm + slurmdbd + MariaDB (~5 s). A failed start fails tests/test_slurm_live.py (which says why), not the run.

@@ -20,6 +20,7 @@ from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attem
 from firstfault.warehouse.read import verdict_summaries
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
+from firstfault import progress
 from firstfault.run import load_rule_set, run_attempts
 
 T0 = datetime(2026, 11, 1, 0, 0, 0, tzinfo=timezone.utc)
@@ -330,7 +331,9 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
         raise ValueError(f"unknown fault kinds in weights: {sorted(unknown)}")
     weights = [(weights or {}).get(k, FAULTS[k][0]) for k in kinds]
     truth_lines = []
+    written = progress.Stage("simulate: write", attempts, "attempts")
     for i in range(attempts):
+        written.advance()
         kind = rng.choices(kinds, weights)[0]
         size = _job_size(rng, max_job_nodes or nodes)
         if kind in NEEDS_PEERS:
@@ -377,6 +380,7 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
         })
     path = out / "truth.jsonl"
     path.write_text("".join(json.dumps(t, sort_keys=True) + "\n" for t in truth_lines), encoding="utf-8")
+    written.close(ok=True)
     return path
 
 
@@ -394,8 +398,10 @@ def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, 
                     warehouse=WarehouseSettings(path=str(Path(warehouse).resolve() if warehouse else root / "firstfault.duckdb")))
     specs = [root / t["spec"] for t in read_truth(root)]
     rules = load_rule_set(config)
-    for i in range(0, len(specs), batch):
-        run_attempts([load_static_context(str(p)) for p in specs[i:i + batch]], config, flow="simulate", rules=rules)
+    with progress.stage("simulate: attribute", total=len(specs)) as attributed:
+        for i in range(0, len(specs), batch):
+            run_attempts([load_static_context(str(p)) for p in specs[i:i + batch]], config, flow="simulate", rules=rules)
+            attributed.advance(len(specs[i:i + batch]))
     return config.warehouse.path
 
 

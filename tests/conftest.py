@@ -2,9 +2,9 @@ import os
 
 import pytest
 
-# Prefect must never reach for a server it was not given, nor write into the user's home.
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("PREFECT_SERVER_REGISTER_BLOCKS_ON_START", "false")
+# Prefect runs with the defaults the product sets (analytics and telemetry off: tests/test_prefect_quiet.py) and never
+# writes into the user's home (PREFECT_HOME below); importing the flows package sets them before Prefect is imported.
+import firstfault.flows  # noqa: F401
 
 
 @pytest.fixture(scope="session")

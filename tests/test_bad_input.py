@@ -141,4 +141,4 @@ def test_any_document_is_a_context_or_bad_input(doc):
 def test_a_static_context_that_never_ends_is_refused(tmp_path, capsys):
     code = main(["attribute", "--static", "/dev/zero", "--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")])
     err = capsys.readouterr().err
-    assert code == 2 and err == "firstfault: /dev/zero: field '-': larger than 16 MiB: not a static context\n"
+    assert code == 2 and err == "firstfault: /dev/zero: larger than 16 MiB: not a static context\n"

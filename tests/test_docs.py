@@ -2,7 +2,7 @@
 
 * every static-context key the validator accepts (and every sub-key of its list entries) is in docs/static-context.md;
 * every section and key of firstfault.toml (read from the `Config` dataclasses) is in docs/configuration.md with its
-  default, and docs/firstfault.example.toml sets every key to its default and loads;
+  default, and firstfault/firstfault.example.toml (the example `firstfault init` writes) sets every key to its default and loads;
 * every relative markdown link resolves (file and heading), every `*.md` file name mentioned anywhere resolves to a
   file of the repository, no file cites the reference documents that are not part of it, and `DESIGN §N` /
   `README "Section"` citations name sections that exist.
@@ -171,7 +171,7 @@ def test_the_documented_config_defaults_are_the_code_defaults():
 
 
 def test_the_example_config_sets_every_key_to_its_default_and_loads():
-    path = DOCS / "firstfault.example.toml"
+    path = ROOT / "firstfault" / "firstfault.example.toml"
     doc = tomllib.loads(path.read_text(encoding="utf-8"))
     problems = []
     for name, cls in _sections().items():

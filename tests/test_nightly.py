@@ -60,9 +60,9 @@ def test_discovery_by_end_date(tmp_path):
     set_end(catalog / "success" / "attempt.yaml", "2026-11-30T00:30:00Z")   # ended the next UTC day
     set_end(catalog / "time-limit" / "attempt.yaml", None)                 # still running: not discovered
     patterns = catalog_patterns(Config(), str(catalog))
-    by_day, failures, seen = discover(patterns, [date(2026, 11, 29)])
+    by_day, failures, ended = discover(patterns, [date(2026, 11, 29)])
     found = by_day[date(2026, 11, 29)]
-    assert seen == 4 and failures == []
+    assert ended == {date(2026, 11, 29): 2, date(2026, 11, 30): 1} and failures == []
     assert [c.attempt_id for c in found] == ["demo/demo-cuda-oom/0", "demo/demo-headline/0"]
     assert all(len(c.fingerprint) == 64 for c in found)
     assert [c.attempt_id for c in discover(patterns, [date(2026, 11, 30)])[0][date(2026, 11, 30)]] == ["demo/demo-success/0"]
@@ -229,3 +229,33 @@ def test_backfill_range_errors_are_bad_input(tmp_path, args, capsys):
     with pytest.raises(SystemExit) if "--date" in args else contextlib.nullcontext():  # argparse: mutually exclusive
         code = main(["nightly", *args, "--catalog", str(tmp_path), "--warehouse", str(tmp_path / "w.duckdb")])
         assert code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_catalog_that_does_not_exist_or_matches_nothing_is_bad_input(tmp_path, capsys):
+    wh = str(tmp_path / "wh.duckdb")
+    assert main(["nightly", "--date", DAY, "--catalog", str(tmp_path / "catalg"), "--warehouse", wh]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"firstfault: {tmp_path / 'catalg'}: field '--catalog': no such folder or file"
+    (tmp_path / "firstfault.toml").write_text(f'[catalog]\npaths = ["{tmp_path}/*/attempt.yml"]\n')
+    assert main(["nightly", "--date", DAY, "--config", str(tmp_path / "firstfault.toml"), "--warehouse", wh]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("field 'catalog.paths': matches no file") and len(err.splitlines()) == 1
+    assert not (tmp_path / "wh.duckdb").exists()
+
+
+def test_an_empty_night_names_the_nearest_days_and_leaves_the_fleet_alone(tmp_path, capsys):
+    catalog = make_catalog(tmp_path, ["headline", "success"])
+    set_end(catalog / "success" / "attempt.yaml", "2026-12-03T00:30:00Z")
+    wh = str(tmp_path / "wh.duckdb")
+    assert main(["nightly", "--date", "2026-12-01", "--catalog", str(catalog), "--warehouse", wh,
+                 "--lake", str(tmp_path / "lake")]) == 0
+    out = capsys.readouterr().out
+    assert "no attempts ended on 2026-12-01 (UTC); nearest days with attempts: 2026-11-29 (1), 2026-12-03 (1)" in out
+    assert "fleet aggregates" not in out
+    assert main(["nightly", "--date", DAY, "--catalog", str(catalog), "--warehouse", wh,
+                 "--lake", str(tmp_path / "lake")]) == 0
+    assert "fleet aggregates: rebuilt" in capsys.readouterr().out
+    assert main(["nightly", "--date", DAY, "--catalog", str(catalog), "--warehouse", wh,
+                 "--lake", str(tmp_path / "lake")]) == 0
+    out = capsys.readouterr().out
+    assert "skipped (unchanged) 1, attributed 0" in out and "fleet aggregates" not in out

@@ -1,5 +1,7 @@
 """`firstfault report`: the offline HTML view of a warehouse, rendered for real in headless Chromium, and the run
 summary published as Prefect artifacts."""
+import html
+import json
 import os
 import re
 import shutil
@@ -12,12 +14,12 @@ import duckdb
 import pytest
 
 from firstfault.cli import main
-from firstfault.ids import attempt_key
 from firstfault.flows.artifacts import publish_artifacts
 from firstfault.schema import FLEET_TABLES
-from firstfault.warehouse.report import write_report
+from firstfault.warehouse.report import attempt_href, write_report
 
 HEADLINE = "demo/demo-headline/0"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -63,7 +65,7 @@ def hostile_warehouse(demo_warehouse, tmp_path_factory):
 
 
 def headline_page(out: Path) -> Path:
-    return out / "attempts" / f"{attempt_key(HEADLINE)}.html"
+    return out / "attempts" / "demo" / "demo-headline" / "0.html"  # a name a person reads
 
 
 def test_headline_page_names_the_cause_the_symptoms_and_the_evidence(report_dir):
@@ -72,7 +74,7 @@ def test_headline_page_names_the_cause_the_symptoms_and_the_evidence(report_dir)
     assert "gpu_nvlink" in text and "drain_node" in text and "high" in text
     assert "NCCL WARN" in text and "nccl_net_ib" in text and "torch_watchdog_timeout" in text
     assert re.search(r"headline/kernel/node-02\.log:3\b", text)  # uri:line of the root cause
-    assert 'class="timeline"' in text and 'class="root-cause"' in text
+    assert 'class="timeline chart"' in text and 'class="root-cause"' in text
     for node in ("node-01", "node-02", "node-03"):
         assert f">{node}</text>" in text  # one lane per node
     assert "2026-11-29 02:10:03 UTC" in text
@@ -92,9 +94,16 @@ def test_index_lists_every_attempt_and_links_the_failed_ones(report_dir, demo_wa
     failed = [r[0] for r in con.execute("SELECT attempt_id FROM attributions WHERE verdict <> 'not_failed'").fetchall()]
     con.close()
     for attempt_id in failed:
-        href = f"attempts/{attempt_key(attempt_id)}.html"
+        href = attempt_href(attempt_id)
         assert f'href="{href}"' in index and (report_dir / href).is_file()
-    assert not (report_dir / "attempts" / f"{attempt_key('demo/demo-success/0')}.html").exists()
+    assert not (report_dir / attempt_href("demo/demo-success/0")).exists()
+    assert 'href="../../../index.html"' in headline_page(report_dir).read_text()  # back to the fleet summary
+
+
+def test_page_names_are_readable_and_stay_inside_the_report():
+    assert attempt_href("demo/demo-headline/0") == "attempts/demo/demo-headline/0.html"
+    assert attempt_href("c/../0") == "attempts/c/~2E~2E/0.html"
+    assert attempt_href("c/w x/1") == "attempts/c/w~20x/1.html"
 
 
 def test_fleet_sections_say_not_computed_yet_without_their_tables(demo_warehouse, tmp_path):
@@ -117,10 +126,12 @@ def test_fleet_tables_of_the_fleet_rebuild_render(demo_warehouse, tmp_path):
     rebuild(path)
     index = write_report(path, str(tmp_path / "out")).read_text()
     assert "not computed yet" not in index
-    assert "Heat map: attempts implicated by" in index and ">ib-03</text>" in index  # the IB link case's host
-    assert "rate_per_1k_gpu_hours per iso_week, all domains (band: rate_lower … rate_upper)" in index
-    assert ">H100: " in index or "H100: rate" in index
-    assert "node-02" in index.split('id="node_offenders"')[1].split('id="port_hotspots"')[0]
+    assert "Attempts implicated, by" in index and ">ib-03</text>" in index  # the IB link case's host
+    assert "H100: failures per 1,000 GPU-hours, all domains, shaded: its interval" in index
+    assert 'class="axis-label x"' in index and ">ISO week</text>" in index
+    offenders = index.split('id="node_offenders"')[1].split('id="port_hotspots"')[0]
+    assert "node-02" in offenders and "<th>recommendation</th>" in offenders and "<th>why</th>" in offenders
+    assert "<details><summary>all columns</summary>" in offenders
 
 
 def test_log_text_and_table_values_are_escaped_and_fleet_sections_render(hostile_warehouse, tmp_path):
@@ -131,9 +142,35 @@ def test_log_text_and_table_values_are_escaped_and_fleet_sections_render(hostile
     text = index.read_text()
     assert "not computed yet" not in text
     assert "&lt;img src=x onerror=alert(1)&gt;" in text and "<img" not in text
-    assert "Heat map: failures by switch × port" in text and ">leaf-01</text>" in text and ">p17</text>" in text
-    assert "H100: rate per week (band: rate_lo … rate_hi)" in text and "B200: rate per week" in text
+    assert "failures by switch and port" in text and ">leaf-01</text>" in text and ">p17</text>" in text
+    assert "H100: failure rate, shaded: its interval" in text and "B200: failure rate" in text
     assert "<polygon" in text  # the interval band
+
+
+def test_attempts_newest_first_evidence_linked_and_the_zoom_label_matches_its_window(report_dir):
+    attempts = (report_dir / "index.html").read_text().split('id="attempts"')[1].split('id="node_offenders"')[0]
+    assert "newest first" in attempts
+    places = [attempts.index(a) for a in ("demo/demo-unattributed/0", "demo/demo-python-exception/0", "demo/demo-headline/0")]
+    assert places == sorted(places)  # 12:00, 07:00, 01:00
+    page = headline_page(report_dir).read_text()
+    assert re.search(r'<a href="file://[^"]*/headline/kernel/node-02\.log"><code>[^<]*node-02\.log:3</code></a>', page)
+    zoom = page.split("Zoom: 30 s before to 90 s after the root cause")[1]
+    assert "2026-11-29 02:09:33 UTC → 2026-11-29 02:11:33 UTC" in zoom  # the root cause is at 02:10:03
+
+
+def test_round_ticks_and_no_single_point_drawn_as_a_trend():
+    from firstfault.warehouse.report import nice_ticks, svg_trend, time_ticks
+
+    assert time_ticks(1000.0, 1120.0) == [1005.0, 1020.0, 1035.0, 1050.0, 1065.0, 1080.0, 1095.0, 1110.0]
+    assert time_ticks(0.0, 4800.0) == [0.0, 600.0, 1200.0, 1800.0, 2400.0, 3000.0, 3600.0, 4200.0, 4800.0]
+
+    assert nice_ticks(0.35) == [0.0, 0.1, 0.2, 0.3, 0.4]
+    assert nice_ticks(7.3) == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert nice_ticks(0.0) == [0.0, 1.0]
+    one = svg_trend([("2026-W48", 0.2, 0.1, 0.3)], title="t", x_label="ISO week", y_label="rate")
+    assert "<polyline" not in one and "one ISO week only: no trend yet" in one
+    two = svg_trend([("2026-W47", 0.2, None, None), ("2026-W48", 0.3, None, None)], title="t", x_label="week", y_label="r")
+    assert 'class="trend"' in two
 
 
 def test_report_of_a_missing_warehouse_is_bad_input(tmp_path, capsys):
@@ -212,3 +249,86 @@ def test_publish_artifacts_from_a_flow(prefect_api, hostile_warehouse):
     assert by_key["firstfault-summary"].type == "markdown" and "demo/demo-headline/0" in by_key["firstfault-summary"].data
     assert by_key["firstfault-attempts"].type == "table" and "node-02" in str(by_key["firstfault-attempts"].data)
     assert all(a.flow_run_id is not None for a in found)
+
+
+# The DOM as Chromium lays it out, read by a probe page that loads the report page in a frame of the viewport's width
+# (the page itself has no script): elements wider than the viewport, and every chart's title, axis names and ticks.
+PROBE = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="page" src="%s" style="width:%dpx;height:1000px;border:0"></iframe><pre id="facts"></pre>
+<script>
+document.getElementById("page").addEventListener("load", () => {
+  const doc = document.getElementById("page").contentDocument;
+  const viewport = doc.documentElement.clientWidth;
+  const wide = [...doc.body.querySelectorAll("*")].filter(el => {
+      const box = el.getBoundingClientRect(); return box.width > 0 && box.right > viewport + 1; })
+    .map(el => el.tagName.toLowerCase() + (el.className && el.className.baseVal === undefined ? "." + el.className : ""));
+  const charts = [...doc.querySelectorAll("svg.chart")].map(svg => ({
+    title: (svg.querySelector(".chart-title") || {}).textContent || "",
+    x: (svg.querySelector(".axis-label.x") || {}).textContent || "",
+    y: (svg.querySelector(".axis-label.y") || {}).textContent || "",
+    ticks: [...svg.querySelectorAll(".tick")].map(t => t.textContent),
+    times: [...svg.querySelectorAll(".time-tick")].map(t => t.textContent)}));
+  const shown = () => [...doc.querySelectorAll("#attempts-table tbody tr")].filter(r => r.offsetParent !== null).length;
+  const filtered = {};
+  for (const id of ["verdict-attributed", "domain-hardware"]) {
+    const button = doc.getElementById(id);
+    if (button) { button.click(); filtered[id] = shown(); doc.getElementById(id.split("-")[0] + "-all").click(); }
+  }
+  document.getElementById("facts").textContent = JSON.stringify({viewport, wide, charts, filtered});
+});
+</script></body></html>"""
+SCREENSHOTS = Path(os.environ.get("FIRSTFAULT_SCREENSHOTS", REPO_ROOT / "build" / "report-screenshots"))
+
+
+def layout_facts(tmp_path: Path, target: Path, width: int) -> dict:
+    probe = tmp_path / f"probe-{target.stem}-{width}.html"
+    probe.write_text(PROBE % (target.as_uri(), width))
+    dom = run_chromium(tmp_path, "--allow-file-access-from-files", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    found = re.search(r'<pre id="facts">(.*?)</pre>', dom.stdout, re.S)
+    assert found and found.group(1), f"the probe found nothing: {dom.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.parametrize("which", ["index", "headline"])
+def test_the_rendered_report_fits_the_window_and_every_chart_is_titled_with_named_axes(
+        demo_warehouse, tmp_path, which):
+    from firstfault.warehouse.fleet import rebuild
+
+    path = str(tmp_path / "fleet.duckdb")
+    shutil.copy(demo_warehouse[0], path)
+    rebuild(path)
+    out = tmp_path / "report"
+    index = write_report(path, str(out))
+    target = index if which == "index" else headline_page(out)
+    facts = layout_facts(tmp_path, target, 1280)
+    assert 1200 < facts["viewport"] <= 1280  # less the vertical scroll bar
+    assert facts["wide"] == [], f"wider than the window: {facts['wide'][:10]}"
+    assert facts["charts"], "no chart found"
+    if which == "index":  # the filters (radio buttons and CSS, no script) show the rows of one verdict or domain
+        con = duckdb.connect(path, read_only=True)
+        want = con.execute("SELECT count(*) FILTER (WHERE verdict = 'attributed'), count(*) FILTER (WHERE domain = 'hardware') "
+                           "FROM attributions").fetchone()
+        con.close()
+        assert facts["filtered"] == {"verdict-attributed": want[0], "domain-hardware": want[1]}
+    for chart in facts["charts"]:
+        assert chart["title"] and chart["x"] and chart["y"], chart
+        assert all(re.fullmatch(r"\d+(\.\d)?", t) for t in chart["ticks"]), chart["ticks"]  # round: at most one decimal
+        assert all(re.fullmatch(r"\d\d:\d\d:\d[05]", t) for t in chart["times"]), chart["times"]  # whole 5 s or more
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    png = SCREENSHOTS / f"{which}.png"
+    run_chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,2400", target.as_uri())
+    assert png.is_file() and png_facts(png)[:2] == (1280, 2400)
+
+
+def test_one_time_format_on_every_page(report_dir):
+    for page in (report_dir / "index.html", headline_page(report_dir)):
+        text = re.sub(r'<pre class="raw">.*?</pre>', "", page.read_text(), flags=re.S)  # log lines keep their own
+        stamps = re.findall(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?(?: UTC)?", text)
+        assert stamps and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{3})? UTC", s) for s in stamps), \
+            sorted({s for s in stamps if not s.endswith(" UTC")})[:5]
+
+
+def test_the_cause_chart_names_attempts_without_a_domain_by_their_verdict(report_dir):
+    index = (report_dir / "index.html").read_text()
+    chart = index.split("Failed attempts by cause")[1].split("</svg>")[0]
+    assert ">unattributed</text>" in chart and "–/–" not in chart

@@ -129,13 +129,18 @@ def render_text(verdicts: Sequence[dict], *, evidence_lines: int = 6) -> str:
     out = ["  ".join(str(x).ljust(w) for x, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
     out += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in rows]
     for v in verdicts:
-        if v["verdict"] not in ("attributed", "ambiguous"):
+        if v["verdict"] == "not_failed":
             continue
         out.append("")
+        if v["verdict"] == "unattributed":
+            out.append(f"{v['attempt_id']}: no cause found")
+            out += quality_lines(v)
+            continue
         cause = v["root_cause"]["summary"] if v["root_cause"] else "; ".join(
             f"{c['domain']}/{c['subdomain']} on {','.join(c['nodes']) or 'job'} ({c['score']:.2f})" for c in v["candidates"][:4]
         )
         out.append(f"{v['attempt_id']}: {cause}")
+        out += quality_lines(v)
         if v["symptoms"]:
             nodes = sorted({s["node"] for s in v["symptoms"] if s["node"]})
             out.append(f"  symptoms: {len(v['symptoms'])} on {', '.join(nodes) or '?'}")
@@ -144,3 +149,16 @@ def render_text(verdicts: Sequence[dict], *, evidence_lines: int = 6) -> str:
             out.append(f"  [{e['role']}] {where}")
             out.append(f"      {(e['text'] or '')[:200]}")
     return "\n".join(out)
+
+
+def quality_lines(verdict: dict, *, max_inputs: int = 5) -> list[str]:
+    """The text form of what `--json` says in `quality` and `connector_reports`: why the confidence is not high, and
+    every input that was missing, empty or failed (which source, which path or glob, why)."""
+    quality = verdict["quality"]
+    lines = [] if quality["confidence"] == "high" else [f"  confidence {quality['confidence']}: " + "; ".join(quality["reasons"])]
+    bad = [r for r in verdict.get("connector_reports") or [] if r["status"] != "ok"]
+    lines += [f"  input {r['status']}: {r['source']} {r['uri']}" + (f": {r['reason']}" if r.get("reason") else "")
+              for r in bad[:max_inputs]]
+    if len(bad) > max_inputs:
+        lines.append(f"  … {len(bad) - max_inputs} more inputs not ok (--json: connector_reports)")
+    return lines

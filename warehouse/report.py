@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import html
 import json
+import math
+import re
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -43,9 +45,10 @@ h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28p
 h3{font-size:15px;margin:16px 0 6px}
 table{border-collapse:collapse;background:#fff;margin:6px 0;font-size:13px}
 th,td{border:1px solid #e0e0e0;padding:3px 8px;text-align:left;vertical-align:top}
+.wide td,.wide th{overflow-wrap:anywhere}
 th{background:#eceff1}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-.pill{display:inline-block;border-radius:9px;padding:0 8px;color:#fff;font-size:12px}
+.pill{white-space:nowrap;display:inline-block;border-radius:9px;padding:0 8px;color:#fff;font-size:12px}
 .note{background:#fff8e1;border:1px solid #ffe082;padding:6px 10px;display:inline-block;border-radius:4px}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #e0e0e0;border-radius:6px;padding:8px 14px}
 .card b{font-size:22px;display:block}
@@ -89,9 +92,19 @@ def fmt_ts(ts) -> str:
     return str(ts)
 
 
+def parse_ts(value):
+    """An ISO timestamp of the verdict JSON ('…Z') as a datetime, so every time on a page reads the same (fmt_ts)."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    return value
+
+
 def page(title: str, body: str, *, up: str = "") -> str:
     nav = f'<a href="{up}index.html">fleet summary</a> · ' if up else ""
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = fmt_ts(datetime.now(timezone.utc).replace(microsecond=0))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title><style>{CSS}</style></head>"
@@ -105,14 +118,19 @@ def pill(verdict) -> str:
     return f'<span class="pill" style="background:{colour}">{esc(verdict)}</span>'
 
 
-def table(headers: list[str], rows: list[list[str]], *, num: set[int] = frozenset()) -> str:
-    """rows are already-escaped HTML cells."""
+def table(headers: list[str], rows: list[list[str]], *, num: set[int] = frozenset(), nowrap: set[int] = frozenset(),
+          wide: bool = False, row_attrs: list[str] | None = None, table_id: str = "") -> str:
+    """rows are already-escaped HTML cells. `wide`: the other cells wrap anywhere, so the table fits the window.
+    `row_attrs`: escaped attributes of each <tr> (what the CSS filters match)."""
+    def cell(i: int, c: str) -> str:
+        classes = " ".join(k for k, on in (("num", i in num), ("nowrap", i in nowrap)) if on)
+        return f'<td class="{classes}">{c}</td>' if classes else f"<td>{c}</td>"
+
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
-        for r in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    attrs = row_attrs or [""] * len(rows)
+    body = "".join(f"<tr{a}>" + "".join(cell(i, c) for i, c in enumerate(r)) + "</tr>" for r, a in zip(rows, attrs))
+    opening = "<table" + (f' id="{table_id}"' if table_id else "") + (' class="wide"' if wide else "") + ">"
+    return f"{opening}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def not_computed(name: str) -> str:
@@ -122,16 +140,29 @@ def not_computed(name: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- SVG charts
 
-def svg_bars(items: list[tuple[str, float]], *, colours: dict | None = None, width: int = 520) -> str:
-    """Horizontal bar chart: one bar per (label, value)."""
+def chart_title(x: float, text: str) -> str:
+    return f'<text class="chart-title" x="{x}" y="15" font-weight="600">{esc(text)}</text>'
+
+
+def axis_label(axis: str, x: float, y: float, text: str, *, rotate: bool = False) -> str:
+    """The name of an axis, written on the chart (the DOM test reads it by its class)."""
+    where = f'transform="translate({x:.0f},{y:.0f}) rotate(-90)"' if rotate else f'x="{x:.0f}" y="{y:.0f}"'
+    return f'<text class="axis-label {axis}" {where} text-anchor="middle" font-style="italic">{esc(text)}</text>'
+
+
+def svg_bars(items: list[tuple[str, float]], *, title: str, category: str, unit: str, colours: dict | None = None,
+             width: int = 520) -> str:
+    """Horizontal bar chart: one bar per (label, value); `category` names the bars' axis, `unit` the values'."""
     if not items:
         return "<p>–</p>"
-    left, bar_h, gap = 150, 18, 6
+    left, bar_h, gap, head = 150, 18, 6, 40
     top = max(v for _, v in items) or 1
-    height = len(items) * (bar_h + gap) + 10
-    parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
+    height = head + len(items) * (bar_h + gap) + 26
+    parts = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             chart_title(4, title), axis_label("y", left / 2, head - 6, category),
+             axis_label("x", left + (width - left - 50) / 2, height - 6, unit)]
     for i, (label, value) in enumerate(items):
-        y = 5 + i * (bar_h + gap)
+        y = head + 5 + i * (bar_h + gap)
         w = max(1.0, (width - left - 50) * value / top)
         colour = (colours or {}).get(label, "#546e7a")
         parts.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{esc(label)}</text>'
@@ -147,15 +178,16 @@ def _heat_colour(fraction: float) -> str:
     return f"rgb({r},{g},{b})"
 
 
-def svg_heatmap(cells: dict[tuple[str, str], float], row_label: str, col_label: str) -> str:
+def svg_heatmap(cells: dict[tuple[str, str], float], row_label: str, col_label: str, *, title: str) -> str:
     """Grid of rows × columns coloured by value (white → red), the value written in each cell."""
     rows = sorted({r for r, _ in cells}, key=lambda r: -sum(v for (rr, _), v in cells.items() if rr == r))[:40]
     cols = sorted({c for _, c in cells}, key=lambda c: -sum(v for (_, cc), v in cells.items() if cc == c))[:40]
     top_value = max(cells.values()) or 1
-    cw, ch, left, head = 56, 22, 150, 90
-    width, height = left + cw * len(cols) + 10, head + ch * len(rows) + 10
-    parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
-             f'<text x="4" y="14" font-weight="600">{esc(row_label)} ↓ · {esc(col_label)} →</text>']
+    cw, ch, left, head = 56, 22, 150, 100
+    width, height = max(left + cw * len(cols) + 10, 360), head + ch * len(rows) + 10
+    parts = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             chart_title(4, title), axis_label("y", left / 2, 36, f"{row_label} ↓"),
+             axis_label("x", left + cw * len(cols) / 2, 36, f"{col_label} →")]
     for j, col in enumerate(cols):
         x = left + j * cw + cw / 2
         parts.append(f'<text transform="translate({x:.0f},{head - 6}) rotate(-40)">{esc(col)}</text>')
@@ -174,67 +206,101 @@ def svg_heatmap(cells: dict[tuple[str, str], float], row_label: str, col_label: 
     return "".join(parts)
 
 
-def svg_trend(points: list[tuple[str, float, float | None, float | None]], *, title: str, y_label: str) -> str:
-    """Line chart over ordered x labels (weeks); the interval [lo, hi] as a shaded band and whiskers."""
-    width, height, left, right, top, bottom = 560, 220, 56, 44, 24, 46
+def nice_ticks(high: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least `high`: steps of 1, 2, 2.5 or 5 times a power of ten."""
+    if high <= 0:
+        return [0.0, 1.0]
+    raw = high / (count - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    return [round(step * k, 10) for k in range(math.ceil(high / step - 1e-9) + 1)]
+
+
+def tick_text(value: float) -> str:
+    return f"{value:g}"
+
+
+def svg_trend(points: list[tuple[str, float, float | None, float | None]], *, title: str, x_label: str, y_label: str) -> str:
+    """Line chart over ordered x labels (weeks) with round y ticks from 0; the interval [lo, hi] as a shaded band and
+    whiskers. A single point is drawn as a point with its interval, never as a line."""
+    width, height, left, right, top, bottom = 560, 236, 64, 44, 28, 56
     values = [v for _, v, lo, hi in points for v in (v, lo, hi) if v is not None]
-    y_max = max(values + [0.0]) * 1.1 or 1.0
-    y_min = min(values + [0.0])
+    ticks = nice_ticks(max(values + [0.0]))
+    y_max = ticks[-1]
     n = len(points)
 
     def x(i):
         return left + (width - left - right) * (0.5 if n == 1 else i / (n - 1))
 
     def y(v):
-        return top + (height - top - bottom) * (1 - (v - y_min) / ((y_max - y_min) or 1))
+        return top + (height - top - bottom) * (1 - v / y_max)
 
-    parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
-             f'<text x="{left}" y="15" font-weight="600">{esc(title)}</text>',
-             f'<text transform="translate(12,{(height - bottom + top) / 2:.0f}) rotate(-90)" text-anchor="middle">{esc(y_label)}</text>']
-    for k in range(5):
-        v = y_min + (y_max - y_min) * k / 4
+    parts = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             chart_title(left, title), axis_label("y", 12, (height - bottom + top) / 2, y_label, rotate=True),
+             axis_label("x", (left + width - right) / 2, height - 6, x_label)]
+    for v in ticks:
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>'
-                     f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{esc(round(v, 3))}</text>')
+                     f'<text class="tick" x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{tick_text(v)}</text>')
     band = [(x(i), lo, hi) for i, (_, _, lo, hi) in enumerate(points) if lo is not None and hi is not None]
     if len(band) > 1:
         poly = [f"{bx:.1f},{y(hi):.1f}" for bx, _, hi in band] + [f"{bx:.1f},{y(lo):.1f}" for bx, lo, _ in reversed(band)]
         parts.append(f'<polygon points="{" ".join(poly)}" fill="#90caf9" fill-opacity="0.35"/>')
     for bx, lo, hi in band:
         parts.append(f'<line x1="{bx:.1f}" x2="{bx:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" stroke="#1565c0"/>')
-    line = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, (_, v, _, _) in enumerate(points))
-    parts.append(f'<polyline points="{line}" fill="none" stroke="#1565c0" stroke-width="2"/>')
+    if n > 1:
+        line = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, (_, v, _, _) in enumerate(points))
+        parts.append(f'<polyline class="trend" points="{line}" fill="none" stroke="#1565c0" stroke-width="2"/>')
+    else:
+        parts.append(f'<text x="{x(0) + 10:.1f}" y="{top + 14}">one {esc(x_label)} only: no trend yet</text>')
     for i, (label, v, lo, hi) in enumerate(points):
-        tip = f"{label}: {v}" + (f" [{lo}, {hi}]" if lo is not None and hi is not None else "")
+        tip = f"{label}: {v:.3g}" + (f" [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None else "")
         parts.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3.5" fill="#1565c0"><title>{esc(tip)}</title></circle>'
                      f'<text x="{x(i):.1f}" y="{height - bottom + 16}" text-anchor="middle">{esc(label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
-def svg_timeline(marks: list[dict], lanes: list[str], root_ts: datetime | None, window: tuple | None = None) -> str:
-    """One lane per node, x = time (UTC); marks carry node, ts, role, label; the root cause as a red diamond."""
+TIME_STEPS_S = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+
+def time_ticks(start: float, end: float, most: int = 8) -> list[float]:
+    """Round instants (epoch seconds) within [start, end]: multiples of the smallest step of TIME_STEPS_S that gives
+    at most `most` ticks."""
+    step = next((s for s in TIME_STEPS_S if (end - start) / s <= most), TIME_STEPS_S[-1])
+    first = math.ceil(start / step - 1e-9) * step
+    return [round(first + k * step, 3) for k in range(int((end - first) / step + 1e-9) + 1)]
+
+
+def svg_timeline(marks: list[dict], lanes: list[str], root_ts: datetime | None, window: tuple | None = None, *,
+                 title: str = "Evidence across nodes over time") -> str:
+    """One lane per node, x = time (UTC); marks carry node, ts, role, label; the root cause as a red diamond. With a
+    `window` (start, end) the x axis spans exactly that window, so its label tells what is shown."""
     timed = [m for m in marks if m["ts"] is not None and (window is None or window[0] <= m["ts"] <= window[1])]
-    width, left, right, top, lane_h = 1160, 130, 20, 34, 30
+    width, left, right, top, lane_h = 1160, 130, 20, 54, 30
     height = top + lane_h * len(lanes) + 30
-    parts = [f'<svg class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
+    parts = [f'<svg class="timeline chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             chart_title(4, title), axis_label("y", left / 2, top - 10, "node"),
+             axis_label("x", width - right - 40, 15, "time (UTC)")]  # top right: the ticks fill the top row
     if not timed:
         parts.append('<text x="10" y="20">no timestamped evidence</text></svg>')
         return "".join(parts)
-    t0, t1 = min(m["ts"] for m in timed), max(m["ts"] for m in timed)
-    span = (t1 - t0).total_seconds() or 60.0
-    t0_pad = t0.timestamp() - span * 0.03
-    full = span * 1.06
+    if window:
+        t0, t1 = window
+        t0_pad, full = t0.timestamp(), (t1 - t0).total_seconds()
+    else:
+        t0, t1 = min(m["ts"] for m in timed), max(m["ts"] for m in timed)
+        span = (t1 - t0).total_seconds() or 60.0
+        t0_pad = t0.timestamp() - span * 0.03
+        full = span * 1.06
 
     def x(ts):
         return left + (width - left - right) * (ts.timestamp() - t0_pad) / full
 
-    for k in range(7):
-        t = t0_pad + full * k / 6
-        tx = left + (width - left - right) * k / 6
-        label = datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S.%f")[:-3 if full < 60 else -7]
-        anchor = "start" if k == 0 else "end" if k == 6 else "middle"
+    for t in time_ticks(t0_pad, t0_pad + full):
+        tx = left + (width - left - right) * (t - t0_pad) / full
+        label = datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S.%f")[:-3 if full < 6 else -7]
         parts.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{top - 6}" y2="{height - 24}" stroke="#eee"/>'
-                     f'<text x="{tx:.1f}" y="{top - 10}" text-anchor="{anchor}">{label}</text>')
+                     f'<text class="time-tick" x="{tx:.1f}" y="{top - 10}" text-anchor="middle">{label}</text>')
     parts.append(f'<text x="{left}" y="{height - 6}">{esc(fmt_ts(t0))} → {esc(fmt_ts(t1))}</text>')
     lane_y = {lane: top + i * lane_h + lane_h / 2 for i, lane in enumerate(lanes)}
     for lane, ly in lane_y.items():
@@ -275,13 +341,16 @@ def timeline_legend() -> str:
 # ---------------------------------------------------------------------------------------------- index page
 
 def attempt_href(attempt_id: str) -> str:
-    return f"attempts/{attempt_key(attempt_id)}.html"
+    """attempts/<cluster>/<workload_id>/<attempt>.html: a name a person reads. Each part is made path-safe by
+    attempt_key, and a part of only dots is escaped too, so no id leads out of the report folder."""
+    parts = [attempt_key(p) if p.strip(".") else p.replace(".", "~2E") for p in attempt_id.split("/")]
+    return "attempts/" + "/".join(parts) + ".html"
 
 
 def summary_section(attempts: list[dict]) -> str:
     verdicts = Counter(a["verdict"] for a in attempts)
     failed = [a for a in attempts if a["verdict"] in FAILED]
-    domains = Counter(f"{a['domain'] or '–'}/{a['subdomain'] or '–'}" for a in failed)
+    domains = Counter(f"{a['domain']}/{a['subdomain'] or '–'}" if a["domain"] else a["verdict"] for a in failed)
     culprits = Counter(n for a in failed for n in (a["culprit_nodes"] or []))
     cards = "".join(f'<div class="card"><b>{n}</b>{esc(label)}</div>' for label, n in (
         ("attempts", len(attempts)), ("failed", len(failed)),
@@ -289,17 +358,22 @@ def summary_section(attempts: list[dict]) -> str:
         ("unattributed", verdicts.get("unattributed", 0))))
     return (
         f'<h2 id="summary">Fleet summary</h2><div class="cards">{cards}</div>'
-        '<div class="cards"><div><h3>Verdicts</h3>'
-        + svg_bars(sorted(verdicts.items(), key=lambda kv: -kv[1]), colours=VERDICT_COLOURS)
-        + "</div><div><h3>Domains of failed attempts</h3>" + svg_bars(domains.most_common(12))
-        + "</div></div><h3>Top culprit nodes</h3>"
-        + (svg_bars(culprits.most_common(10)) if culprits else "<p>no culprit nodes named.</p>")
+        '<div class="cards"><div>'
+        + svg_bars(sorted(verdicts.items(), key=lambda kv: -kv[1]), title="Attempts by verdict", category="verdict",
+                   unit="attempts", colours=VERDICT_COLOURS)
+        + "</div><div>" + svg_bars(domains.most_common(12), title="Failed attempts by cause", category="domain/subdomain",
+                                   unit="attempts")
+        + "</div></div>"
+        + (svg_bars(culprits.most_common(10), title="Top culprit nodes", category="node", unit="failed attempts blamed on it")
+           if culprits else "<h3>Top culprit nodes</h3><p>no culprit nodes named.</p>")
     )
 
 
 def attempts_section(attempts: list[dict]) -> str:
     rows = []
-    for a in attempts:
+    newest_first = sorted(attempts, key=lambda a: (a.get("start_ts") is not None, a.get("start_ts") or datetime.min,
+                                                  a["attempt_id"]), reverse=True)
+    for a in newest_first:
         link = (f'<a href="{esc(attempt_href(a["attempt_id"]))}">{esc(a["attempt_id"])}</a>'
                 if a["verdict"] in FAILED else esc(a["attempt_id"]))
         cause = a["root_cause"]["summary"] if a.get("root_cause") else None
@@ -309,22 +383,47 @@ def attempts_section(attempts: list[dict]) -> str:
                      esc(fmt_ts(a.get("start_ts"))), esc(a.get("gpu_model"))])
     headers = ["attempt", "state", "verdict", "domain/subdomain", "culprits", "action", "confidence", "cause",
                "start", "GPU"]
-    return f'<h2 id="attempts">Attempts ({len(attempts)})</h2>' + table(headers, rows)
+    attrs = [f' data-verdict="{filter_value(a["verdict"])}" data-domain="{filter_value(a["domain"])}"' for a in newest_first]
+    return (f'<h2 id="attempts">Attempts ({len(attempts)}, newest first)</h2>' + attempt_filters(attempts)
+            + table(headers, rows, nowrap={1, 2, 5, 6, 9}, wide=True, row_attrs=attrs, table_id="attempts-table"))
+
+
+def filter_value(value) -> str:
+    """A verdict or domain as an id- and attribute-safe word ('none' for a missing domain)."""
+    return re.sub(r"[^a-z0-9_-]", "-", str(value or "none").lower())
+
+
+def attempt_filters(attempts: list[dict]) -> str:
+    """Filters by verdict and by domain without a script: one radio button per value, and a CSS rule (:has) per value
+    that hides the table's other rows."""
+    groups, rules = [], []
+    for key in ("verdict", "domain"):
+        values = sorted({filter_value(a[key]) for a in attempts})
+        buttons = [f'<label><input type="radio" name="{key}" id="{key}-all" checked> all</label>']
+        for value in values:
+            buttons.append(f'<label><input type="radio" name="{key}" id="{key}-{value}"> {esc(value)}</label>')
+            rules.append(f'body:has(#{key}-{value}:checked) #attempts-table tbody tr:not([data-{key}="{value}"]){{display:none}}')
+        groups.append(f"<span>{key}: " + " ".join(buttons) + "</span>")
+    return f'<style>{"".join(rules)}</style><p class="filters">show ' + " · ".join(groups) + "</p>"
 
 
 def generic_table(con, name: str, columns: list[tuple[str, str]]) -> str:
+    """Every column of a fleet table; rows that count no failure are left out (a trend table lists every week of
+    every model, most of them zero)."""
     numeric = [c for c, t in columns if _is_numeric(t)]
+    where = ' WHERE "failures" > 0' if "failures" in numeric else ""
     if "position" in {c for c, _ in columns}:
         order = ' ORDER BY "position"'
     else:
         order = f' ORDER BY "{numeric[0]}" DESC NULLS LAST' if numeric else ""
-    total = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
-    rows = query(con, f'SELECT * FROM "{name}"{order} LIMIT {MAX_ROWS}')
+    total = con.execute(f'SELECT count(*) FROM "{name}"{where}').fetchone()[0]
+    rows = query(con, f'SELECT * FROM "{name}"{where}{order} LIMIT {MAX_ROWS}')
     names = [c for c, _ in columns]
     num = {i for i, (_, t) in enumerate(columns) if _is_numeric(t)}
-    body = table(names, [[esc(r[c]) for c in names] for r in rows], num=num)
-    shown = f"<p>{total} rows" + (f", showing the first {MAX_ROWS}" if total > MAX_ROWS else "") + ".</p>"
-    return shown + f'<div style="overflow-x:auto">{body}</div>'
+    body = table(names, [[esc(r[c]) for c in names] for r in rows], num=num, wide=True)
+    shown = (f"<p>{total} rows" + (" with failures" if where else "")
+             + (f", showing the first {MAX_ROWS}" if total > MAX_ROWS else "") + ".</p>")
+    return shown + body
 
 
 def _is_numeric(data_type: str) -> bool:
@@ -370,8 +469,7 @@ def heatmap_section(con, columns: list[tuple[str, str]]) -> str:
         if not found:
             return "<p>no port hot spots.</p>"
         cells, row_label, col_label = found
-        return (f"<h3>Heat map: attempts implicated by {esc(row_label)} × {esc(col_label)}</h3>"
-                + svg_heatmap(cells, row_label, col_label))
+        return svg_heatmap(cells, row_label, col_label, title=f"Attempts implicated, by {row_label} and {col_label}")
     row_col = _pick(columns, ("switch", "switch_port", "host", "node", "reporter_node", "device", "hca"), numeric=False)
     col_col = _pick(columns, ("port", "peer", "peer_node", "link", "peer_host", "hca_port", "device"),
                     exclude=(row_col,) if row_col else ())
@@ -386,7 +484,7 @@ def heatmap_section(con, columns: list[tuple[str, str]]) -> str:
     cells = {(r["r"] or "–", r["c"] or "–"): round(float(r["v"] or 0), 3) for r in rows}
     if not cells:
         return "<p>no port hot spots.</p>"
-    return f"<h3>Heat map: {esc(value_col)} by {esc(row_col)} × {esc(col_col)}</h3>" + svg_heatmap(cells, row_col, col_col)
+    return svg_heatmap(cells, row_col, col_col, title=f"{value_col} by {row_col} and {col_col}")
 
 
 def trends_section(con, columns: list[tuple[str, str]]) -> str:
@@ -408,15 +506,40 @@ def trends_section(con, columns: list[tuple[str, str]]) -> str:
     charts = []
     for m in sorted({r["m"] for r in rows}, key=lambda s: s or ""):
         pts = [(r["w"], float(r["v"]), _float(r["lo"]), _float(r["hi"])) for r in rows if r["m"] == m and r["v"] is not None]
-        if not pts:
+        if not any(v for _, v, _, _ in pts) or m in (None, "unknown"):  # a flat line of zeros or an unnamed model says nothing
             continue
-        interval = f" (band: {lo} … {hi})" if lo and hi else ""
-        charts.append(svg_trend(pts, title=f"{m or '–'}: {value} per {week}{scope}{interval}", y_label=value))
-    return '<div class="cards">' + "".join(charts) + "</div>"
+        band = ", shaded: its interval" if lo and hi else ""
+        charts.append(svg_trend(pts, title=f"{m}: {human(value)}{scope}{band}", x_label=human(week), y_label=human(value)))
+    return '<div class="cards">' + "".join(charts) + "</div>" if charts else "<p>no failures to chart yet.</p>"
+
+
+# column names as a reader says them
+HUMAN_NAMES = {"rate_per_1k_gpu_hours": "failures per 1,000 GPU-hours", "iso_week": "ISO week", "week": "week",
+               "failures": "failures", "attempts": "attempts", "rate": "failure rate"}
+
+
+def human(column: str) -> str:
+    return HUMAN_NAMES.get(column, column.replace("_", " "))
 
 
 def _float(v):
     return None if v is None else float(v)
+
+
+# node_offenders as an on-call engineer reads it: what to do about which node and why (every column stays one
+# click away, under "all columns")
+OFFENDER_COLUMNS = {"position": "#", "node": "node", "gpu": "GPU", "recommendation": "recommendation",
+                    "reason": "why", "failures_30d": "failures (long window)", "last_seen": "last seen"}
+
+
+def offenders_table(con, columns: list[tuple[str, str]]) -> str:
+    present = [c for c in OFFENDER_COLUMNS if c in {name for name, _ in columns}]
+    if not {"node", "recommendation", "reason"} <= set(present):
+        return ""
+    order = ' ORDER BY "position"' if "position" in present else ""
+    rows = query(con, f'SELECT {", ".join(chr(34) + c + chr(34) for c in present)} FROM node_offenders{order} LIMIT {MAX_ROWS}')
+    numeric = {i for i, c in enumerate(present) if c in ("position", "failures_30d")}
+    return table([OFFENDER_COLUMNS[c] for c in present], [[esc(r[c]) for c in present] for r in rows], num=numeric)
 
 
 def fleet_section(con, tables: set[str], name: str, title: str) -> str:
@@ -424,10 +547,15 @@ def fleet_section(con, tables: set[str], name: str, title: str) -> str:
     if name not in tables:
         return out + not_computed(name)
     columns = table_columns(con, name)
+    readable = ""
     if name == "port_hotspots":
         out += heatmap_section(con, columns)
     elif name == "gpu_model_trends":
         out += trends_section(con, columns)
+    elif name == "node_offenders":
+        readable = offenders_table(con, columns)
+    if readable:
+        return out + readable + f"<details><summary>all columns</summary>{generic_table(con, name, columns)}</details>"
     return out + generic_table(con, name, columns)
 
 
@@ -485,7 +613,7 @@ def root_event_text(rc: dict) -> str:
     parts = [rc.get("event") or "?"]
     for label, key in (("code", "code"), ("on", "node"), ("GPU", "gpu"), ("rank", "rank"), ("at", "ts"), ("rule", "rule")):
         if rc.get(key) is not None:
-            parts.append(f"{label} {rc[key]}")
+            parts.append(f"{label} {fmt_ts(parse_ts(rc[key])) if key == 'ts' else rc[key]}")
     return " ".join(parts)
 
 
@@ -512,8 +640,7 @@ def timeline_section(v: dict, evidence: list[dict], context: list[dict]) -> str:
     stamps = [m["ts"] for m in marks if m["ts"] is not None]
     if root_ts is not None and stamps and (max(stamps) - min(stamps)).total_seconds() > 600:
         window = (root_ts - timedelta(seconds=30), root_ts + timedelta(seconds=90))
-        zoom = ("<h3>Zoom: 30 s before to 90 s after the root cause</h3>"
-                + svg_timeline(marks, lanes, root_ts, window))
+        zoom = svg_timeline(marks, lanes, root_ts, window, title="Zoom: 30 s before to 90 s after the root cause")
     return ("<h2 id=\"timeline\">Timeline (UTC)</h2><p>One lane per node; the dashed red line is the root cause.</p>"
             + timeline_legend() + svg_timeline(marks, lanes, root_ts) + zoom + note)
 
@@ -522,11 +649,12 @@ def evidence_section(evidence: list[dict]) -> str:
     rows = []
     for e in evidence:
         where = f"{e['uri']}:{e['line']}" if e["line"] is not None else (e["uri"] or "")
+        link = f'<a href="{esc(e["uri"])}"><code>{esc(where)}</code></a>' if e["uri"] else ""
         if e.get("locator"):
-            where += f" {e['locator']}"
+            link += f" <code>{esc(e['locator'])}</code>"
         colour = ROLE_COLOURS.get(e["role"], "#333")
         rows.append([f'<span class="role" style="color:{colour}">{esc(e["role"])}</span>', esc(e["kind"] or e["rule_id"]),
-                     esc(e["node"]), esc(e["rank"]), esc(fmt_ts(e["ts"])), f"<code>{esc(where)}</code>",
+                     esc(e["node"]), esc(e["rank"]), esc(fmt_ts(e["ts"])), link,
                      f'<pre class="raw">{esc(e["text"] or "")}</pre>'])
     return (f"<h2>Evidence ({len(evidence)})</h2>"
             + table(["role", "kind", "node", "rank", "time", "uri:line", "raw text"], rows))
@@ -547,22 +675,24 @@ def render_attempt(con, v: dict) -> str:
     context = context_events(con, v["attempt_id"])
     body = (verdict_section(v) + candidates_section(v) + timeline_section(v, evidence, context)
             + evidence_section(evidence) + connectors_section(v))
-    return page(f"attempt {v['attempt_id']}", body, up="../")
+    return page(f"attempt {v['attempt_id']}", body, up="../" * attempt_href(v["attempt_id"]).count("/"))
 
 
 # ---------------------------------------------------------------------------------------------- entry points
 
 def write_report(warehouse: str, out_dir: str = "firstfault-report") -> Path:
-    """Render index.html and attempts/<attempt_key>.html for every failed attempt; returns the index path."""
+    """Render index.html and one page per failed attempt (attempt_href); returns the index path."""
     out = Path(out_dir)
-    (out / "attempts").mkdir(parents=True, exist_ok=True)
-    con = connect_reader(warehouse)
+    con = connect_reader(warehouse)  # first: a missing or unreadable warehouse leaves no empty folder behind
     try:
+        (out / "attempts").mkdir(parents=True, exist_ok=True)
         tables = existing_tables(con)
         attempts = report_attempts(con)
         for v in attempts:
             if v["verdict"] in FAILED:
-                (out / attempt_href(v["attempt_id"])).write_text(render_attempt(con, v), encoding="utf-8")
+                target = out / attempt_href(v["attempt_id"])
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(render_attempt(con, v), encoding="utf-8")
         index = out / "index.html"
         index.write_text(render_index(con, attempts, tables, warehouse), encoding="utf-8")
     finally:

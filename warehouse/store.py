@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from firstfault.errors import BadInput
 from firstfault.schema import ATTEMPT_TABLES, RUN_COLUMNS, xid_catalog_path
 
 
@@ -103,8 +104,12 @@ def _connect_waiting(path: str, *, read_only: bool, wait_s: float) -> duckdb.Duc
     while True:
         try:
             return duckdb.connect(path, read_only=read_only)
-        except duckdb.IOException as e:
-            if "lock" not in str(e).lower() or time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        except duckdb.Error as e:
+            locked = isinstance(e, duckdb.IOException) and "lock" in str(e).lower()
+            if locked and time.monotonic() <= deadline:
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            if not locked and Path(path).is_file():  # a damaged or foreign file: the user's to replace, not a bug
+                raise BadInput(path, "warehouse", f"not a usable DuckDB file: {str(e).splitlines()[0]}") from None
+            raise

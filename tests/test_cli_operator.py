@@ -1,0 +1,239 @@
+"""What an operator meets first on the command line: bad input is one line with exit 2, the text output says what
+--json says, help shows defaults and examples, `init`, completion, --json for the rule kit, -q/-v and progress."""
+import argparse
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from firstfault import progress
+from firstfault.cli import _parser, main
+from firstfault.config import Config, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+BUILTIN_FIXTURES = REPO / "rules_sql"
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    rc = main(list(args))
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def subcommands(parser: argparse.ArgumentParser, path=()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from subcommands(sub, (*path, name))
+
+
+# --- the text verdict says what --json says -----------------------------------------------------------------------
+
+def test_text_verdict_names_the_missing_source_and_the_confidence_reasons(demo_dir, tmp_path, capsys):
+    attempt = tmp_path / "attempt"
+    shutil.copytree(demo_dir / "attempts" / "python-exception", attempt)
+    shutil.rmtree(attempt / "kernel")  # its syslog source, kernel/{node}.log, now matches no file
+    rc, out, _ = run(capsys, "attribute", "--static", str(attempt / "attempt.yaml"), "--warehouse", str(tmp_path / "w.duckdb"),
+                     "--lake", str(tmp_path / "lake"))
+    assert rc == 0
+    assert "input missing: syslog" in out and "kernel/" in out and "no file matches" in out
+    assert "confidence low: " in out and "sources missing or unusable: syslog" in out
+
+
+def test_one_evidence_line_is_listed_once_as_root_cause(demo_dir, tmp_path, capsys):
+    rc, out, _ = run(capsys, "attribute", "--static", str(demo_dir / "attempts" / "cuda-oom" / "attempt.yaml"), "--json",
+                     "--warehouse", str(tmp_path / "w.duckdb"), "--lake", str(tmp_path / "lake"))
+    assert rc == 0
+    verdict = json.loads(out)
+    places = [(e["uri"], e["line"]) for e in verdict["evidence"]]
+    assert len(places) == len(set(places)), "an evidence line is listed twice"
+    root = [(e["uri"], e["line"]) for e in verdict["evidence"] if e["role"] == "root_cause"]
+    assert root and root[0] not in [(e["uri"], e["line"]) for e in verdict["evidence"] if e["role"] == "symptom"]
+
+
+# --- bad input: one line, exit 2, a real field ----------------------------------------------------------------------
+
+def test_sql_table_marks_cut_values_with_an_ellipsis(tmp_path, capsys):
+    warehouse = tmp_path / "w.duckdb"
+    duckdb.connect(str(warehouse)).close()
+    rc, out, _ = run(capsys, "sql", "--warehouse", str(warehouse), "SELECT repeat('x', 100) AS long, 'short' AS s")
+    assert rc == 0
+    row = out.splitlines()[2]
+    assert row.startswith("x" * 59 + "… | short")
+
+
+def test_a_corrupt_warehouse_is_bad_input_and_report_leaves_no_folder(tmp_path, capsys):
+    warehouse = tmp_path / "w.duckdb"
+    warehouse.write_bytes(b"this is not a DuckDB file\n" * 100)
+    for command in (["sql", "SELECT 1"], ["report", "--out", str(tmp_path / "report")],
+                    ["fleet", "rebuild"]):
+        rc, out, err = run(capsys, *command, "--warehouse", str(warehouse))
+        assert rc == 2, (command, err)
+        assert err.startswith(f"firstfault: {warehouse}: field 'warehouse': not a usable DuckDB file") and len(err.splitlines()) == 1
+    assert not (tmp_path / "report").exists()
+    rc, _, err = run(capsys, "report", "--warehouse", str(tmp_path / "missing.duckdb"), "--out", str(tmp_path / "report"))
+    assert rc == 2 and "missing.duckdb" in err
+    assert not (tmp_path / "report").exists()
+
+
+def test_file_level_errors_name_no_placeholder_field(tmp_path, capsys):
+    config = tmp_path / "firstfault.toml"
+    config.write_text("[lake\n")
+    rc, _, err = run(capsys, "sql", "SELECT 1", "--config", str(config))
+    assert rc == 2 and err.startswith(f"firstfault: {config}: not valid TOML") and "field '-'" not in err
+    rc, _, err = run(capsys, "attribute", "--static", str(tmp_path / "nope.yaml"), "--warehouse", str(tmp_path / "w.duckdb"))
+    assert rc == 2 and err.strip() == f"firstfault: {tmp_path / 'nope.yaml'}: file not found"
+
+
+def test_serve_without_a_prefect_server_says_what_to_start(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PREFECT_HOME": str(tmp_path / "prefect")}
+    done = subprocess.run([sys.executable, "-m", "firstfault.cli", "serve"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "PREFECT_API_URL" in done.stderr and "prefect server start" in done.stderr
+    env["PREFECT_API_URL"] = "http://127.0.0.1:9/api"  # nothing listens on the discard port
+    done = subprocess.run([sys.executable, "-m", "firstfault.cli", "serve"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "no Prefect server answers at http://127.0.0.1:9/api" in done.stderr
+
+
+# --- what users expect -----------------------------------------------------------------------------------------------
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip().startswith("firstfault ")
+
+
+def test_every_subcommand_has_an_example_and_shows_its_defaults():
+    commands = dict(subcommands(_parser()))
+    assert {("init",), ("completion",), ("rules", "test"), ("fleet", "rebuild")} <= set(commands)
+    for path, parser in commands.items():
+        text = parser.format_help()
+        assert "example" in text and f"firstfault {path[0]}" in text.split("example")[-1], path
+    def help_of(*path):
+        return " ".join(commands[path].format_help().split())
+    assert "(default: firstfault-demo)" in help_of("demo")
+    assert "(default: 0)" in help_of("simulate")  # --seed
+    assert "(default: table)" in help_of("sql")
+    assert "(default: False)" not in help_of("demo") and "(default: [])" not in help_of("demo")
+
+
+def test_init_writes_the_example_config_once(tmp_path, capsys):
+    target = tmp_path / "firstfault.toml"
+    rc, out, _ = run(capsys, "init", str(target))
+    assert rc == 0 and str(target) in out
+    assert target.read_text() == (REPO / "firstfault" / "firstfault.example.toml").read_text()
+    assert load_config(str(target)) == Config()
+    rc, _, err = run(capsys, "init", str(target))
+    assert rc == 2 and err.strip() == f"firstfault: {target}: already exists (--force replaces it)"
+    assert run(capsys, "init", str(target), "--force")[0] == 0
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("firstfault ", {"demo", "nightly", "rules", "init", "completion", "--version", "-q"}),
+    ("firstfault rules ", {"test", "lint"}),
+    ("firstfault rules lint --", {"--json", "--patterns", "--config"}),
+    ("firstfault sql --format ", {"table", "csv", "json"}),
+    ("firstfault nightly --ru", {"--runner"}),
+    ("firstfault completion ", {"bash", "zsh"}),
+])
+def test_bash_completion_completes_commands_options_and_choices(capsys, line, expected):
+    assert main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+    words = line.split(" ")
+    probe = (f"{script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+             "_firstfault; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert expected <= set(done.stdout.split()), done.stdout
+
+
+def test_zsh_completion_loads_the_bash_function(capsys):
+    assert main(["completion", "zsh"]) == 0
+    script = capsys.readouterr().out
+    assert "bashcompinit" in script and "complete -o default -F _firstfault firstfault" in script
+
+
+def test_rules_test_and_lint_print_json(tmp_path, capsys):
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    text = (BUILTIN_FIXTURES / "segfault.yaml").read_text()
+    (fixtures / "segfault.yaml").write_text(text.replace("      subdomain: nccl\n", "      subdomain: driver\n", 1))
+    rc, out, _ = run(capsys, "rules", "test", str(fixtures), "--json")
+    result = json.loads(out)
+    assert rc == 1 and result["failed"] == 1 and result["passed"] == len(result["cases"]) - 1
+    failed = [c for c in result["cases"] if not c["passed"]]
+    assert failed[0]["case"] == "segfault::segfault_inside_libnccl_points_at_nccl"
+    assert any("expected 'driver'" in p for p in failed[0]["problems"])
+    rc, out, _ = run(capsys, "rules", "lint", "--json")
+    result = json.loads(out)
+    assert rc == 0 and result == {"ok": True, "problems": [], "summary": result["summary"]} and "rules" in result["summary"]
+
+
+# --- progress, -q and -v ---------------------------------------------------------------------------------------------
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_redraws_one_line_on_a_terminal_and_prints_a_summary():
+    terminal = FakeTerminal()
+    progress.enable(True)
+    try:
+        stage = progress.Stage("nightly 2026-11-29: land + attribute", 4, "attempts", stream=terminal)
+        stage._drawn = -1.0  # draw now
+        stage.advance(1, 2_500_000)
+        assert "\r" in terminal.getvalue() and "1/4 attempts, 2.5 MB" in terminal.getvalue() and "ETA" in terminal.getvalue()
+        stage.advance(3)
+        stage.close(ok=True)
+    finally:
+        progress.enable(False)
+    assert terminal.getvalue().endswith("\r\x1b[Knightly 2026-11-29: land + attribute: 4 attempts, 2.5 MB in 0.0 s\n")
+    piped = io.StringIO()
+    quiet = progress.Stage("land", 2, "attempts", stream=piped)
+    quiet.advance(2)
+    quiet.close(ok=True)
+    assert piped.getvalue() == ""  # off unless the CLI turns it on
+
+
+def test_simulate_prints_one_summary_line_per_stage_and_none_with_q(tmp_path, capsys):
+    rc, out, err = run(capsys, "simulate", "--nodes", "8", "--attempts", "3", "--out", str(tmp_path / "a"))
+    assert rc == 0 and "wrote 3 attempts" in out
+    assert err.startswith("simulate: write: 3 attempts in ") and len(err.splitlines()) == 1
+    rc, out, err = run(capsys, "-q", "simulate", "--nodes", "8", "--attempts", "3", "--out", str(tmp_path / "b"))
+    assert rc == 0 and err == ""
+    rc, out, err = run(capsys, "simulate", "-q", "--nodes", "8", "--attempts", "3", "--out", str(tmp_path / "c"))
+    assert rc == 0 and err == ""
+
+
+def test_verbose_shows_info_lines_and_quiet_hides_warnings(tmp_path, capsys):
+    import logging
+
+    warehouse = tmp_path / "w.duckdb"
+    duckdb.connect(str(warehouse)).close()
+    query = ["sql", "SELECT 1", "--format", "csv", "--warehouse", str(warehouse)]
+    log = logging.getLogger("firstfault.connectors.http")
+    try:
+        assert main(["-v", *query]) == 0
+        log.info("retry 1 in 0.5 s")
+        assert "firstfault: INFO: retry 1 in 0.5 s" in capsys.readouterr().err
+        assert main([*query, "-q"]) == 0
+        log.warning("careful")
+        assert "careful" not in capsys.readouterr().err
+        assert main(query) == 0
+        log.info("not shown")
+        log.warning("shown")
+        err = capsys.readouterr().err
+        assert "not shown" not in err and "firstfault: WARNING: shown" in err
+    finally:
+        logging.getLogger("firstfault").setLevel(logging.NOTSET)
