@@ -3,8 +3,6 @@ interrupted by SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import logging
 import os
@@ -523,6 +521,7 @@ def _report(args) -> int:
 def _sql(args) -> int:
     from firstfault.config import resolve_config
     from firstfault.warehouse.adhoc import MAX_TIMEOUT_S, run_adhoc
+    from firstfault.warehouse.outputs import format_rows
 
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
     if not 0 < args.timeout <= MAX_TIMEOUT_S:
@@ -532,39 +531,10 @@ def _sql(args) -> int:
         names, rows = run_adhoc(config.warehouse.path, args.query, config.lake.root, args.timeout)
     except FileNotFoundError:
         raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
-    print(_format(names, rows, args.format))
+    print(format_rows(names, rows, args.format))
     if args.format == "table":
         print(f"({len(rows)} row{'s' if len(rows) != 1 else ''}, {time.monotonic() - started:.3f} s)", file=sys.stderr)
     return 0
-
-
-def _format(names: list[str], rows: list[tuple], fmt: str) -> str:
-    if fmt == "json":
-        return "\n".join(json.dumps(dict(zip(names, r)), default=str) for r in rows)
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf)
-        writer.writerow(names)
-        writer.writerows([[json.dumps(v, default=str) if isinstance(v, (list, dict)) else v for v in r] for r in rows])
-        return buf.getvalue().rstrip("\n")
-    cells = [[_cell(v) for v in r] for r in rows]
-    widths = [min(60, max([len(n)] + [len(c[i]) for c in cells])) for i, n in enumerate(names)]
-    lines = [" | ".join(n.ljust(w) for n, w in zip(names, widths)), "-+-".join("-" * w for w in widths)]
-    lines += [" | ".join(_fit(c, w) for c, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
-
-
-def _fit(cell: str, width: int) -> str:
-    """A cell padded to `width`; a longer one cut with an ellipsis, so a cut value never reads as the whole one."""
-    return cell.ljust(width) if len(cell) <= width else cell[:width - 1] + "…"
-
-
-def _cell(v) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, (list, dict)):
-        return json.dumps(v, default=str)
-    return str(v)
 
 
 if __name__ == "__main__":

@@ -7,14 +7,12 @@ straddle batches are still assembled) and written to `events`.
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timezone
 from typing import Any
 
 import fsspec
@@ -53,6 +51,7 @@ from firstfault.transforms.extract import (
     load_patterns,
     trigger_literals,
 )
+from firstfault.transforms.attempt_context import context_table, logged_gpu_models
 from firstfault.transforms.flight_recorder_events import flight_recorder_events
 from firstfault.transforms.lines import LineStats, split_chunks
 from firstfault.transforms.metric_events import metric_events
@@ -532,32 +531,6 @@ def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index
 
 
 _NO_RECORDER_ENTRIES = FLIGHT_RECORDER_SCHEMA.empty_table()
-
-
-def logged_gpu_models(events: pl.DataFrame) -> dict[str | None, str]:
-    """Per attempt, the model token (`H100`) that most of its `gpu_model` events name; ties go to the
-    alphabetically first, so landing the same logs again gives the same model."""
-    counted = (
-        events.lazy().filter(pl.col("kind") == "gpu_model")
-        .select("attempt_id", pl.col("fields").str.json_path_match("$.model").alias("model")).drop_nulls("model")
-        .group_by("attempt_id", "model").len().sort(["attempt_id", "len", "model"], descending=[False, True, False], nulls_last=True)
-        .group_by("attempt_id", maintain_order=True).first().collect()
-    )
-    return dict(zip(counted.get_column("attempt_id").to_list(), counted.get_column("model").to_list()))
-
-
-def context_table(ctx: AttemptContext, logged_gpu_model: str | None = None) -> pa.Table:
-    """The context row; `logged_gpu_model` (from the attempt's logs) stands in when the scheduler gave no GPU model."""
-    def utc(t):
-        return None if t is None else t.astimezone(timezone.utc).replace(tzinfo=None)
-
-    row = {
-        "attempt_id": ctx.attempt_id, "cluster": ctx.cluster, "workload_id": ctx.workload_id, "attempt": ctx.attempt,
-        "state": ctx.state, "exit_code": ctx.exit_code, "start_ts": utc(ctx.start), "end_ts": utc(ctx.end),
-        "timezone": ctx.timezone, "gpu_model": ctx.gpu_model or logged_gpu_model, "gpus_per_node": ctx.gpus_per_node,
-        "nodes": list(ctx.nodes), "rank_map": json.dumps(ctx.rank_map()), "spec_uri": ctx.spec_uri,
-    }
-    return pa.Table.from_pylist([row], CONTEXT_SCHEMA)
 
 
 def _report(ctx, connector, source, uri, status, rows, reason, fp=None, stats: LineStats | None = None) -> dict:

@@ -100,10 +100,10 @@ def make_shards(candidates: Sequence[Candidate], shards: int = 0) -> list[list[C
     return [sorted(s, key=lambda c: c.attempt_id) for s in out]
 
 
-def plan_nights(config: Config, days: Sequence[date], catalog: str | None = None, force: bool = False, shards: int = 0
-                ) -> list[Plan]:
+def plan_nights(config: Config, days: Sequence[date], catalog: str | None = None, force: bool = False, shards: int = 0,
+                first_run_id: str | None = None) -> list[Plan]:
     """One plan per day (attempts that ended on it, unchanged ones dropped unless `force`, the rest sharded); the
-    catalog is read once for all days. Spec failures go with the first night."""
+    catalog is read once for all days. Spec failures go with the first night, which gets `first_run_id` when given."""
     started_at = datetime.now(timezone.utc)
     check_catalog(config, catalog)
     patterns = catalog_patterns(config, catalog)
@@ -122,7 +122,7 @@ def plan_nights(config: Config, days: Sequence[date], catalog: str | None = None
         todo = [c for c in candidates if c.attempt_id not in done]
         skipped = [c for c in candidates if c.attempt_id in done]
         failures = failures_by_day[day] + (spec_failures if i == 0 else [])
-        plans.append(Plan(uuid.uuid4().hex, day.isoformat(), len(candidates), todo, skipped,
+        plans.append(Plan((first_run_id if i == 0 else None) or uuid.uuid4().hex, day.isoformat(), len(candidates), todo, skipped,
                           make_shards(todo, shards or config.schedule.shards), failures, started_at,
                           [] if candidates else nearest_days(ended, day)))
     return plans
@@ -279,11 +279,12 @@ def run_nights(config: Config, days: Sequence[date], catalog: str | None = None,
     """Every night of `days` without Prefect, one warehouse load per night: the same functions the flow's tasks call.
     Start-up and catalog discovery are paid once for all nights; the warehouse's nightly lock is held throughout,
     named by the first night's run."""
-    with progress.stage("nightly: discover") as discovered:
-        plans = plan_nights(config, days, catalog, force, shards)
-        discovered.advance(sum(plan.found for plan in plans))
+    run_id = uuid.uuid4().hex  # the first night's: it names the lock
     summaries = []
-    with nightly_lock(config.warehouse.path, plans[0].run_id):
+    with nightly_lock(config.warehouse.path, run_id):
+        with progress.stage("nightly: discover") as discovered:
+            plans = plan_nights(config, days, catalog, force, shards, first_run_id=run_id)
+            discovered.advance(sum(plan.found for plan in plans))
         for plan in plans:
             claim_results(config, plan.run_id)
             try:

@@ -6,6 +6,7 @@ Task runners: the default thread pool, or Dask (`task_runner("dask")`: a local c
 """
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 import httpx
@@ -59,9 +60,10 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
     logger = get_run_logger()
     config = resolve_config(config_path, lake_root=lake_root, warehouse_path=warehouse_path)
     days = night_range(run_date, until) if until else [parse_run_date(run_date)]
-    plans = plan_nights(config, days, catalog, force, shards)
+    run_id = uuid.uuid4().hex  # the first night's: it names the lock
     summaries = []
-    with nightly_lock(config.warehouse.path, plans[0].run_id):
+    with nightly_lock(config.warehouse.path, run_id):
+        plans = plan_nights(config, days, catalog, force, shards, first_run_id=run_id)
         for plan in plans:
             claim_results(config, plan.run_id)
             logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",

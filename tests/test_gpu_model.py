@@ -6,7 +6,7 @@ import yaml
 from conftest import warehouse_rows
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import load_static_context
-from firstfault.landing import logged_gpu_models
+from firstfault.transforms.attempt_context import logged_gpu_models
 from firstfault.run import run_attempts
 
 APPLOG = [

@@ -6,6 +6,8 @@ warehouse stays the source of truth and these are copies of its rows, written af
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -162,3 +164,33 @@ def quality_lines(verdict: dict, *, max_inputs: int = 5) -> list[str]:
     if len(bad) > max_inputs:
         lines.append(f"  … {len(bad) - max_inputs} more inputs not ok (--json: connector_reports)")
     return lines
+
+
+def format_rows(names: list[str], rows: list[tuple], fmt: str) -> str:
+    """Query rows as `firstfault sql` prints them: an aligned table, CSV or one JSON object per line."""
+    if fmt == "json":
+        return "\n".join(json.dumps(dict(zip(names, r)), default=str) for r in rows)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(names)
+        writer.writerows([[json.dumps(v, default=str) if isinstance(v, (list, dict)) else v for v in r] for r in rows])
+        return buf.getvalue().rstrip("\n")
+    cells = [[_cell(v) for v in r] for r in rows]
+    widths = [min(60, max([len(n)] + [len(c[i]) for c in cells])) for i, n in enumerate(names)]
+    lines = [" | ".join(n.ljust(w) for n, w in zip(names, widths)), "-+-".join("-" * w for w in widths)]
+    lines += [" | ".join(_fit(c, w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def _fit(cell: str, width: int) -> str:
+    """A cell padded to `width`; a longer one cut with an ellipsis, so a cut value never reads as the whole one."""
+    return cell.ljust(width) if len(cell) <= width else cell[:width - 1] + "…"
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=str)
+    return str(v)
