@@ -1,0 +1,83 @@
+"""Hostile input through the whole `firstfault attribute` process: random bytes, newline floods, invalid UTF-8 mixed
+into real lines, gzip bombs and flight-recorder pickles that repeat one entry by reference. The process exits only 0
+or 2, never prints a traceback, and its peak memory stays under a fixed bound."""
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import subprocess
+import sys
+
+import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+PEAK_RSS_LIMIT_MB = 1536
+XID = b"Nov 29 01:10:02 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+REAL_LINES = [XID, b"0: [rank0]:[E1129 01:20:05.000000123 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
+              b"operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+              b"for 600061 milliseconds before timing out.\n", b"Traceback (most recent call last):\n"]
+
+
+def newline_flood(mb: int) -> bytes:
+    return b"\n" * (mb << 20)
+
+
+def latin1_mixed(lines: list[bytes]) -> bytes:
+    return b"".join(line.rstrip(b"\n") + b" caf\xe9 \xff\xfe\n" for line in lines)
+
+
+def gzip_bomb(mb: int) -> bytes:
+    """One line of `mb` MiB after a real one: ~1000:1 (the ratio cut itself is tested in test_connectors.py)."""
+    return gzip.compress(XID + b"A" * (mb << 20), compresslevel=9)
+
+
+log_bytes = st.one_of(
+    st.binary(max_size=4096),
+    st.lists(st.sampled_from(REAL_LINES), max_size=20).map(latin1_mixed),
+    st.sampled_from([1, 2]).map(newline_flood),
+    st.lists(st.one_of(st.binary(max_size=64), st.sampled_from(REAL_LINES)), max_size=30).map(b"".join),
+)
+pickles = st.one_of(
+    st.none(),
+    st.binary(max_size=512),
+    st.integers(1, 200_000).map(lambda n: pickle.dumps({"entries": [{"collective_seq_id": 1, "state": "scheduled",
+                                                                     "profiling_name": "nccl:all_reduce"}] * n})),
+    st.recursive(st.one_of(st.none(), st.integers(), st.text(max_size=20)),
+                 lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+                 max_leaves=30).map(lambda obj: pickle.dumps({"entries": obj})),
+)
+
+
+def run_attribute(tmp_path, log: bytes, compressed: bool, dump: bytes | None) -> tuple[int, str, int]:
+    name = "node-01.log.gz" if compressed else "node-01.log"
+    (tmp_path / name).write_bytes(log)
+    spec = {"workload_id": "fuzz", "start": "2026-11-29T01:00:00Z", "end": "2026-11-29T02:00:00Z", "nodes": ["node-01"],
+            "state": "FAILED", "logs": [{"source": "syslog", "path": name}]}
+    if dump is not None:
+        (tmp_path / "_dump_0").write_bytes(dump)
+        spec["flight_recorder"] = ["_dump_*"]
+    (tmp_path / "attempt.yaml").write_text(yaml.safe_dump(spec))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(tmp_path / "rss"), sys.executable, "-m", "firstfault.cli",
+                           "attribute", "--static", str(tmp_path / "attempt.yaml"), "--lake", str(tmp_path / "lake"),
+                           "--warehouse", str(tmp_path / "w.duckdb")], capture_output=True, text=True, env=env, timeout=600)
+    peak_kb = int((tmp_path / "rss").read_text().split()[-1])
+    return done.returncode, done.stderr, peak_kb >> 10
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.data_too_large])
+@given(log=log_bytes, compressed=st.booleans(), dump=pickles)
+@example(log=gzip_bomb(96), compressed=True, dump=None)
+@example(log=newline_flood(2), compressed=False, dump=None)
+@example(log=latin1_mixed(REAL_LINES * 3), compressed=False, dump=pickle.dumps({"entries": [{"state": "x"}] * 500_000}))
+def test_hostile_input_exits_0_or_2_without_traceback_in_bounded_memory(tmp_path_factory, log, compressed, dump):
+    tmp_path = tmp_path_factory.mktemp("hostile")
+    if compressed and not log.startswith(b"\x1f\x8b"):
+        log = gzip.compress(log)
+    code, stderr, peak_mb = run_attribute(tmp_path, log, compressed, dump)
+    assert code in (0, 2), stderr
+    assert "Traceback" not in stderr, stderr
+    assert peak_mb < PEAK_RSS_LIMIT_MB, f"peak RSS {peak_mb} MB"
