@@ -192,3 +192,9 @@ def test_url_paths_only_under_a_listed_url_prefix():
     assert roots.holds("s3://bucket/logs") and roots.holds("s3://bucket/logs/job/1.log")
     assert not roots.holds("s3://bucket/logs-other/x") and not roots.holds("s3://bucket/x")
     assert not roots.holds("http://bucket/logs/x") and not roots.holds("/data-other/x") and roots.holds("/data/x")
+
+
+def test_no_auth_serves_without_a_token(tmp_path):
+    config = resolve_config(None, lake_root=str(tmp_path / "lake"), warehouse_path=str(tmp_path / "w.duckdb"))
+    with Server(with_api(config), token=None) as api:  # what `--no-auth` on a loopback address serves
+        assert api.request("GET", "/v1/attempts/demo/w/0")[0] == 404
