@@ -43,15 +43,16 @@ class Roots:
 
 def check_counts(ctx: AttemptContext, limits: ApiSettings, file: str) -> None:
     """Refuse an attempt bigger than the limits: the work it would cause grows with each of these counts."""
-    def over(field_: str, value: int, limit: int, key: str) -> None:
+    def over(field_: str, value: int, limit: int, key: str, what: str = "") -> None:
         if value > limit:
-            raise BadInput(file, field_, f"{value} is over this server's limit of {limit} ([api] {key})")
+            raise BadInput(file, field_, f"{what}{value} is over this server's limit of {limit} ([api] {key})")
 
     over("nodes", len(ctx.nodes), limits.max_nodes, "max_nodes")
     over("gpus_per_node", ctx.gpus_per_node, limits.max_gpus_per_node, "max_gpus_per_node")
     over("ranks", len(ctx.ranks), limits.max_ranks, "max_ranks")
-    over("nodes x gpus_per_node", len(ctx.nodes) * ctx.gpus_per_node, limits.max_ranks, "max_ranks")
-    over("logs", len(ctx.logs) + len(ctx.metrics) + len(ctx.flight_recorder), limits.max_paths, "max_paths")
+    over("gpus_per_node", len(ctx.nodes) * ctx.gpus_per_node, limits.max_ranks, "max_ranks", "nodes x gpus_per_node = ")
+    over("logs", len(ctx.logs) + len(ctx.metrics) + len(ctx.flight_recorder), limits.max_paths, "max_paths",
+         "logs, metrics and flight_recorder entries: ")
 
 
 def check_paths(ctx: AttemptContext, limits: ApiSettings, file: str) -> None:

@@ -5,7 +5,7 @@ import json
 import posixpath
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -243,12 +243,13 @@ class _Validator:
                 self.fail(key, f"not an ISO 8601 timestamp: {value!r}")
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=ZoneInfo(tz))
+        out_of_range = f"{value!s} is outside {EARLIEST.year}-01-02 .. {LATEST.year - 1}-12-31"
         try:
             parsed = parsed.astimezone(timezone.utc)
-        except OverflowError:
-            parsed = EARLIEST - timedelta(days=1) if parsed.year < 2000 else LATEST
+        except OverflowError:  # year 1 or 9999, shifted out of datetime's range by its zone
+            self.fail(key, out_of_range)
         if not EARLIEST <= parsed < LATEST:
-            self.fail(key, f"{value!s} is outside {EARLIEST.year}-01-02 .. {LATEST.year - 1}-12-31")
+            self.fail(key, out_of_range)
         return parsed
 
     def mapping(self, doc, key):

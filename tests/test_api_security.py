@@ -114,7 +114,8 @@ def test_a_path_inside_the_allowed_root_is_attributed(tmp_path, root):
     ({"nodes": [f"n{i}" for i in range(20)]}, {"max_nodes": 10}, "field 'nodes': 20 is over this server's limit of 10"),
     ({"gpus_per_node": 100}, {}, "field 'gpus_per_node': 100 is over this server's limit of 64"),
     ({"gpus_per_node": 1_000_000}, {}, "field 'gpus_per_node': must be <= 1024"),
-    ({"nodes": [f"n{i}" for i in range(200)], "gpus_per_node": 64}, {}, "max_ranks"),
+    ({"nodes": [f"n{i}" for i in range(200)], "gpus_per_node": 64}, {},
+     "field 'gpus_per_node': nodes x gpus_per_node = 12800 is over this server's limit of 8192 ([api] max_ranks)"),
     ({"ranks": [{"rank": r, "node": "node-01"} for r in range(20)]}, {"max_ranks": 10}, "field 'ranks'"),
     ({"logs": [{"path": f"logs/{i}.log"} for i in range(5)]}, {"max_paths": 4}, "max_paths"),
     ({"logs": [{"path": "many/*.log"}]}, {"max_files_per_glob": 3}, "matches 4 files"),
@@ -190,3 +191,9 @@ def test_url_paths_only_under_a_listed_url_prefix():
     assert roots.holds("s3://bucket/logs") and roots.holds("s3://bucket/logs/job/1.log")
     assert not roots.holds("s3://bucket/logs-other/x") and not roots.holds("s3://bucket/x")
     assert not roots.holds("http://bucket/logs/x") and not roots.holds("/data-other/x") and roots.holds("/data/x")
+
+
+def test_no_auth_serves_without_a_token(tmp_path):
+    config = resolve_config(None, lake_root=str(tmp_path / "lake"), warehouse_path=str(tmp_path / "w.duckdb"))
+    with Server(with_api(config), token=None) as api:  # what `--no-auth` on a loopback address serves
+        assert api.request("GET", "/v1/attempts/demo/w/0")[0] == 404

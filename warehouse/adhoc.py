@@ -29,7 +29,8 @@ def run_adhoc(path: str, sql: str, lake_root: str | None, timeout_s: float = DEF
     con = connect_reader(path)
     try:
         lake = _local_folder(lake_root)
-        _expose_lake(con, lake)
+        # binding a view lists the table's files: only for queries that may name one
+        _expose_lake(con, lake if "lake" in sql.lower() else None)
         _lock_down(con, lake)
         statement = _one_read_statement(con, sql)
         timer = threading.Timer(timeout_s, con.interrupt)

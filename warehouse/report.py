@@ -377,7 +377,7 @@ def attempts_section(attempts: list[dict]) -> str:
         link = (f'<a href="{esc(attempt_href(a["attempt_id"]))}">{esc(a["attempt_id"])}</a>'
                 if a["verdict"] in FAILED else esc(a["attempt_id"]))
         cause = a["root_cause"]["summary"] if a.get("root_cause") else None
-        rows.append([f'<span style="white-space:nowrap">{link}</span>', esc(a["state"]), pill(a["verdict"]), esc(f"{a['domain'] or '–'}/{a['subdomain'] or '–'}"),
+        rows.append([f'<span style="white-space:nowrap">{link}</span>', esc(a["state"]), pill(a["verdict"]), esc(f"{a['domain'] or '–'}/{a['subdomain'] or '–'}").replace("/", "/<wbr>"),
                      esc(a["culprit_nodes"]), esc(a["action"]), esc((a["quality"] or {}).get("confidence")),
                      f'<div style="min-width:220px;max-width:340px;overflow-wrap:anywhere">{esc(cause)}</div>',
                      esc(fmt_ts(a.get("start_ts"))), esc(a.get("gpu_model"))])
