@@ -98,6 +98,12 @@ def load_cases(folders: list[Path]) -> list[Case]:
 
 def run_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> dict[str, list[str]]:
     """Return case id -> list of failed expectations (empty list = pass)."""
+    outcomes = attribute_cases(cases, rule_dirs, pattern_dirs)
+    return {case.id: _check(case, *outcomes[case.id]) for case in cases}
+
+
+def attribute_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> dict[str, tuple[dict, list[dict]]]:
+    """Land and attribute the cases in one run; case id -> (its verdict row, its rule hits)."""
     with tempfile.TemporaryDirectory(prefix="firstfault-rules-") as tmp:
         root = Path(tmp)
         config = Config(lake=LakeSettings(str(root / "lake")), warehouse=WarehouseSettings(str(root / "unused.duckdb")),
@@ -108,7 +114,7 @@ def run_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[
         result = attribute(list(contexts.values()), config, history=history)
     verdicts = {row["attempt_id"]: row for row in result.tables["attributions"].to_pylist()}
     hits = _group(result.tables["rule_hits"], "attempt_id")
-    return {case.id: _check(case, verdicts[contexts[case.id].attempt_id], hits.get(contexts[case.id].attempt_id, [])) for case in cases}
+    return {case.id: (verdicts[contexts[case.id].attempt_id], hits.get(contexts[case.id].attempt_id, [])) for case in cases}
 
 
 def _materialize(case: Case, folder: Path):
