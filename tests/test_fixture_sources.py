@@ -26,10 +26,10 @@ FIXTURE_FILES = sorted((ROOT / "rules_sql").glob("*.yaml")) + sorted((ROOT / "te
 #: a near-miss negative that list their sources
 REAL_LINE_RULES = (
     "cuda_error", "filesystem_error", "gpu_fallen_off_bus", "host_oom", "ib_link_kernel", "kernel_fault", "nan_loss",
-    "pcie_aer", "python_exception", "segfault", "slurm_messages", "xid_root",
+    "node_vanished", "pcie_aer", "python_exception", "segfault", "slurm_messages", "xid_root",
 )
 #: fixture files where every case is built from real lines
-ALL_SOURCED = {"filesystem_error.yaml", "kernel_fault.yaml", "nan_loss.yaml"}
+ALL_SOURCED = {"filesystem_error.yaml", "kernel_fault.yaml", "nan_loss.yaml", "node_vanished.yaml"}
 
 
 def _cases(path: Path) -> list[dict]:
@@ -71,7 +71,8 @@ def test_sourced_case_names_the_url_and_the_verbatim_lines(case):
 @pytest.mark.parametrize("rule", REAL_LINE_RULES)
 def test_rule_keeps_a_sourced_multi_node_positive_and_negative(rule):
     sourced = [c for c in _cases(ROOT / "rules_sql" / f"{rule}.yaml") if "sources" in c and not _problems(c)]
-    nodes = lambda c: {key.partition("/")[2] for key in c.get("logs") or {}} - {""}  # noqa: E731
+    # the nodes that logged, and the culprit (a vanished node logs nothing)
+    nodes = lambda c: ({key.partition("/")[2] for key in c.get("logs") or {}} | set(c["expect"].get("culprit_nodes") or [])) - {""}  # noqa: E731
     assert any(c["kind"] == "positive" and len(nodes(c)) >= 2 for c in sourced), f"{rule}: no sourced multi-node positive"
     assert any(c["kind"] == "negative" for c in sourced), f"{rule}: no sourced negative"
 
