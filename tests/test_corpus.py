@@ -31,7 +31,7 @@ def score(cases, outcomes) -> dict:
     cause than expected; confusion of expected vs got domain (verdict in parentheses when not attributed)."""
     rows, confusion = [], Counter()
     for case in cases:
-        verdict, hits = outcomes[case.id]
+        verdict, hits, _ = outcomes[case.id]
         want = case.expect
         wrong = [k for k in SCORED if k in want and verdict[k] != want[k]]
         unwanted = [u for u in want.get("no_hits", []) if any(all(h.get(k) == v for k, v in u.items()) for h in hits)]
