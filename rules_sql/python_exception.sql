@@ -65,7 +65,8 @@ UNION ALL
 SELECT attempt_id, event_id, 'python_exception', 'root', 'application', 'exception',
        CASE WHEN nodes_raising >= 2 THEN NULL ELSE node END, rank, NULL,
        CASE WHEN nodes_raising >= 2 THEN 'job' WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END,
-       0.7, ts,
+       CASE WHEN kind = 'exception_line' THEN 0.55 ELSE 0.7 END,  -- a line without its traceback may be a logged warning
+       ts,
        printf('%s on %s%s: %s', code_text,
               CASE WHEN nodes_raising >= 2 THEN printf('%d nodes', nodes_raising) ELSE coalesce(node, '?') END,
               CASE WHEN rank IS NOT NULL AND nodes_raising < 2 THEN ' rank ' || rank ELSE '' END,
