@@ -129,7 +129,7 @@ WHERE o.verdict = 'attributed' AND c.position = 1 OR o.verdict = 'ambiguous';
 -- never also its symptom: one log line can yield two events (the CUDA OOM line is an OOM and a Python exception).
 CREATE OR REPLACE TEMP TABLE symptom_rows AS
 SELECT * EXCLUDE (n) FROM (
-    SELECT h.attempt_id, h.event_id, e.kind, e.node, e.rank, h.ts, h.summary,
+    SELECT h.attempt_id, h.event_id, h.rule_id, e.kind, e.node, e.rank, h.ts, h.summary,
            row_number() OVER (PARTITION BY h.attempt_id, e.kind, e.node, e.rank ORDER BY h.ts NULLS LAST, h.event_id) AS n
     FROM rule_hits h JOIN events e USING (attempt_id, event_id)
     WHERE h.role = 'symptom'
@@ -156,7 +156,7 @@ confirmations AS (
     WHERE h.role = 'confirmation'
 ),
 symptoms AS (
-    SELECT s.attempt_id, s.event_id, 'nccl_cascade' AS rule_id, 'symptom' AS role FROM symptom_rows s
+    SELECT s.attempt_id, s.event_id, s.rule_id, 'symptom' AS role FROM symptom_rows s
 ),
 everything AS (
     SELECT * FROM chosen_hits UNION ALL SELECT * FROM confirmations UNION ALL SELECT * FROM symptoms

@@ -43,9 +43,9 @@ evidence_lists AS (
            list(struct_pack(role := role, source := source, uri := uri, line := line, ts := iso(ts), text := text,
                             locator := locator)
                 ORDER BY CASE role WHEN 'root_cause' THEN 0 WHEN 'corroboration' THEN 1 WHEN 'confirmation' THEN 2 ELSE 3 END,
-                         ts NULLS LAST, uri, line) AS evidence
+                         ts NULLS LAST, uri, line, event_id) AS evidence
     FROM (
-        SELECT *, row_number() OVER (PARTITION BY attempt_id, role ORDER BY ts NULLS LAST, uri, line) AS n
+        SELECT *, row_number() OVER (PARTITION BY attempt_id, role ORDER BY ts NULLS LAST, uri, line, event_id) AS n
         FROM evidence_rows
     ) WHERE n <= 50
     GROUP BY attempt_id

@@ -75,7 +75,7 @@ def load_cases(folders: list[Path]) -> list[Case]:
                 for key, lines in (c.get("logs") or {}).items():
                     if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
                         raise BadInput(str(path), f"cases[{i}].logs.{key}", "must be a list of strings (quote lines with ': ')")
-                for key in ("hits", "no_hits"):
+                for key in ("hits", "no_hits", "evidence"):
                     if not isinstance(c["expect"].get(key, []), list) or not all(isinstance(h, dict) for h in c["expect"].get(key, [])):
                         raise BadInput(str(path), f"cases[{i}].expect.{key}", "must be a list of mappings")
                 if c["kind"] not in ("positive", "negative"):
@@ -98,6 +98,12 @@ def load_cases(folders: list[Path]) -> list[Case]:
 
 def run_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> dict[str, list[str]]:
     """Return case id -> list of failed expectations (empty list = pass)."""
+    outcomes = attribute_cases(cases, rule_dirs, pattern_dirs)
+    return {case.id: _check(case, *outcomes[case.id]) for case in cases}
+
+
+def attribute_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> dict[str, tuple[dict, list[dict], list[dict]]]:
+    """Land and attribute the cases in one run; case id -> (its verdict row, its rule hits, its evidence rows)."""
     with tempfile.TemporaryDirectory(prefix="firstfault-rules-") as tmp:
         root = Path(tmp)
         config = Config(lake=LakeSettings(str(root / "lake")), warehouse=WarehouseSettings(str(root / "unused.duckdb")),
@@ -108,7 +114,9 @@ def run_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[
         result = attribute(list(contexts.values()), config, history=history)
     verdicts = {row["attempt_id"]: row for row in result.tables["attributions"].to_pylist()}
     hits = _group(result.tables["rule_hits"], "attempt_id")
-    return {case.id: _check(case, verdicts[contexts[case.id].attempt_id], hits.get(contexts[case.id].attempt_id, [])) for case in cases}
+    evidence = _group(result.tables["attribution_evidence"], "attempt_id")
+    return {case.id: (verdicts[contexts[case.id].attempt_id], hits.get(contexts[case.id].attempt_id, []),
+                      evidence.get(contexts[case.id].attempt_id, [])) for case in cases}
 
 
 def _materialize(case: Case, folder: Path):
@@ -164,7 +172,7 @@ def _group(table: pa.Table, key: str) -> dict[str, list[dict]]:
     return grouped
 
 
-def _check(case: Case, verdict: dict, hits: list[dict]) -> list[str]:
+def _check(case: Case, verdict: dict, hits: list[dict], evidence: list[dict]) -> list[str]:
     problems = []
     for field in VERDICT_FIELDS:
         if field in case.expect and verdict[field] != case.expect[field]:
@@ -187,4 +195,7 @@ def _check(case: Case, verdict: dict, hits: list[dict]) -> list[str]:
     for unwanted in case.expect.get("no_hits", []):
         if any(all(h.get(k) == v for k, v in unwanted.items()) for h in hits):
             problems.append(f"unexpected rule hit {unwanted}")
+    for want in case.expect.get("evidence", []):
+        if not any(all(e.get(k) == v for k, v in want.items()) for e in evidence):
+            problems.append(f"missing evidence row {want}")
     return problems

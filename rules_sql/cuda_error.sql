@@ -7,7 +7,7 @@ WITH classified AS (
     SELECT *,
         CASE
             WHEN code_text ILIKE '%ECC%' THEN 'hardware/gpu_memory'
-            WHEN code_text ILIKE '%NVLink%' THEN 'hardware/gpu_nvlink'
+            WHEN code_text ILIKE '%uncorrectable NVLink error%' THEN 'hardware/gpu_nvlink'  -- not any text naming NVLink
             WHEN code_text ILIKE '%busy or unavailable%' OR code_text ILIKE '%no CUDA-capable device%' THEN 'hardware/gpu_lost'
             ELSE 'application/cuda_error'
         END AS cause

@@ -9,7 +9,7 @@
 --          time_limit); a shorter silence before a time limit only argues weakly (0.35, dated at the end) and the
 --          time limit wins.
 -- domain: infrastructure/hang
--- inputs: events(kind in progress, torch_watchdog_timeout), attempts
+-- inputs: events(kind in progress, torch_watchdog_timeout, slurm_cancel), attempts
 WITH progress AS (
     SELECT attempt_id, max(ts) AS last_ts, arg_max(event_id, ts) AS event_id,
            -- the usual spacing of the markers (every rank may print the same iteration: count iterations, not lines)
@@ -25,15 +25,19 @@ watchdog AS (
     WHERE kind = 'torch_watchdog_timeout'
     GROUP BY ALL
 ),
+limit_hit AS (  -- when Slurm says the time limit struck (the attempt's recorded end may be later)
+    SELECT attempt_id, min(ts) AS ts FROM events WHERE kind = 'slurm_cancel' AND code_text = 'TIME LIMIT' GROUP BY ALL
+),
 silence AS (
     SELECT a.attempt_id, a.state, p.event_id, p.last_ts, coalesce(w.n, 0) AS watchdog_timeouts,
            coalesce(w.timeout_ms, 600000) / 1000.0 AS timeout_s,
-           epoch_ms(a.end_ts) / 1000.0 - epoch_ms(p.last_ts) / 1000.0 - p.interval_s AS silent_s,
+           epoch_ms(least(a.end_ts, coalesce(l.ts, a.end_ts))) / 1000.0 - epoch_ms(p.last_ts) / 1000.0 - p.interval_s AS silent_s,
            p.interval_s, w.first_ts AS watchdog_ts, a.end_ts,
            a.state IN ('TIMEOUT', 'DEADLINE') AS time_limited
     FROM attempts a
     JOIN progress p USING (attempt_id)
     LEFT JOIN watchdog w USING (attempt_id)
+    LEFT JOIN limit_hit l USING (attempt_id)
     WHERE a.end_ts IS NOT NULL
 )
 SELECT attempt_id, event_id, 'hang' AS rule_id,

@@ -11,7 +11,7 @@ SELECT attempt_id, event_id, 'nccl_cascade' AS rule_id, 'symptom' AS role, NULL 
 FROM events
 WHERE kind IN ('nccl_net_ib', 'nccl_socket', 'nccl_ibv', 'nccl_cuda', 'nccl_warn', 'nccl_result', 'nccl_last_error',
                'torch_watchdog_timeout', 'torch_watchdog_state', 'torch_abort', 'torch_heartbeat', 'torchrun_exit',
-               'torchrun_sigterm', 'deepspeed_exit', 'slurm_force_terminated')
+               'torchrun_sigterm', 'torchrun_death_signal', 'deepspeed_exit', 'slurm_force_terminated')
    OR (kind = 'torch_watchdog_exception' AND code_text NOT ILIKE '%CUDA error%')
    OR (kind = 'torchrun_failure' AND (signal IS NOT NULL OR exit_code <= 0))
    OR (kind = 'slurm_task_exit' AND code_text IN ('Terminated', 'Killed', 'Aborted'))

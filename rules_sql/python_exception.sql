@@ -1,39 +1,87 @@
 -- id: python_exception
--- detects: the innermost exception of a Python traceback that is not itself a symptom of a distributed failure
---          (DistBackendError / NCCL texts / ChildFailedError / SIGTERM exits are cascade; CUDA texts and OOM have
---          their own rules), and torchrun entries that exited with a positive status
+-- detects: the innermost exception of a Python traceback, or an exception line logged without its traceback, that is
+--          not itself a symptom of a distributed failure (DistBackendError / NCCL texts / ChildFailedError / SIGTERM
+--          exits / peers closing connections are cascade; a DataLoader worker killed by a signal is the signal's
+--          consequence; CUDA texts, OOM, NaN and storage errors have their own rules), and torchrun entries that
+--          exited with a positive status. Exceptions printed after the job was told to stop (a Slurm cancel, the
+--          torchrun agent's death signal) are teardown. When the same exception is raised on two or more nodes (a bad
+--          config, a missing file, an import error), the cause is the job's code, not a node: no culprit node.
 -- domain: application/exception
--- inputs: events(kind in python_exception, torchrun_failure, deepspeed_exit)
-WITH exceptions AS (
+-- inputs: events(kind in python_exception, exception_line, torchrun_failure, deepspeed_exit, slurm_cancel, torchrun_death_signal)
+WITH traced AS (
     SELECT *, json_extract_string(fields, '$.message') AS text
     FROM events
     WHERE kind = 'python_exception' AND coalesce(json_extract_string(fields, '$.innermost'), 'true') = 'true'
 ),
+bare AS (  -- an exception line that no traceback accounts for (kernel lines such as `LustreError: …` are not Python)
+    SELECT b.*, json_extract_string(b.fields, '$.text') AS text
+    FROM events b
+    WHERE b.kind = 'exception_line' AND b.source NOT IN ('syslog', 'kernel', 'dmesg', 'kmsg', 'journal', 'journald')
+      AND NOT EXISTS (SELECT 1 FROM events t WHERE t.attempt_id = b.attempt_id AND t.kind = 'python_exception'
+                                                AND t.uri = b.uri AND t.line = b.line)
+),
+exceptions AS (
+    SELECT * FROM traced UNION ALL BY NAME SELECT * FROM bare
+),
+teardown_marks AS (  -- the moments the job was told to stop
+    SELECT attempt_id, uri, line, ts FROM events
+    WHERE kind = 'torchrun_death_signal' OR (kind = 'slurm_cancel' AND coalesce(code_text, '') <> 'TASK FAILURE')
+),
 classified AS (
-    SELECT *,
-        regexp_matches(coalesce(code_text, '') || ' ' || coalesce(text, ''),
+    SELECT x.*,
+        regexp_matches(coalesce(x.code_text, '') || ' ' || coalesce(x.text, ''),
             '(DistBackendError|ChildFailedError|NCCL|ncclRemoteError|ncclSystemError|ncclInternalError|Watchdog|watchdog|'
-            || 'ProcessGroup|Connection reset|Broken pipe|SIGTERM|SignalException|KeyboardInterrupt|SystemExit|'
-            || 'CUDA error|out of memory|OutOfMemoryError|communicator was aborted)') AS is_cascade_or_elsewhere
-    FROM exceptions
+            || 'ProcessGroup|Connection reset|Connection closed by peer|Broken pipe|SIGTERM|SignalException|KeyboardInterrupt|'
+            || 'SystemExit|Rendezvous|CUDA error|out of memory|OutOfMemoryError|communicator was aborted|'
+            || 'DataLoader worker \(pid \d+\) is killed by signal: (Killed|Terminated)|'
+            || 'NaN|NAN|\bnan\b|loss scale already at minimum|'
+            || 'Errno (5|28|30|116|122)\]|Input/output error|No space left on device|Read-only file system|Stale file handle)') AS is_cascade_or_elsewhere,
+        EXISTS (SELECT 1 FROM teardown_marks m
+                WHERE m.attempt_id = x.attempt_id
+                  AND ((m.ts IS NOT NULL AND x.ts IS NOT NULL AND m.ts <= x.ts) OR (m.uri = x.uri AND m.line < x.line))) AS after_stop
+    FROM exceptions x
+),
+roots AS (
+    SELECT *, count(DISTINCT node) OVER (PARTITION BY attempt_id, code_text, text) AS nodes_raising
+    FROM classified
+    WHERE NOT is_cascade_or_elsewhere AND NOT after_stop
+),
+job_wide AS (  -- the same root exception, or workers with the same positive exit status, on two or more nodes
+    SELECT DISTINCT attempt_id FROM roots WHERE nodes_raising >= 2
+    UNION
+    SELECT attempt_id FROM events
+    WHERE kind IN ('torchrun_failure', 'deepspeed_exit') AND exit_code > 0
+    GROUP BY attempt_id, exit_code HAVING count(DISTINCT coalesce(node, json_extract_string(fields, '$.host'))) >= 2
 )
-SELECT attempt_id, event_id, 'python_exception' AS rule_id,
-       CASE WHEN is_cascade_or_elsewhere THEN 'symptom' ELSE 'root' END AS role,
-       CASE WHEN is_cascade_or_elsewhere THEN NULL ELSE 'application' END AS domain,
-       CASE WHEN is_cascade_or_elsewhere THEN NULL ELSE 'exception' END AS subdomain,
+SELECT attempt_id, event_id, 'python_exception' AS rule_id, 'symptom' AS role, NULL AS domain, NULL AS subdomain,
        node AS culprit_node, rank AS culprit_rank, NULL AS gpu, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
        0.7 AS strength, ts,
        printf('%s on %s%s: %s', code_text, coalesce(node, '?'), CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END,
               left(coalesce(text, ''), 160)) AS summary,
        'stop' AS action
 FROM classified
+WHERE is_cascade_or_elsewhere OR after_stop
 UNION ALL
 SELECT attempt_id, event_id, 'python_exception', 'root', 'application', 'exception',
-       coalesce(node, json_extract_string(fields, '$.host')), rank, NULL, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END,
-       0.45, ts,
-       printf('%s exited with status %d on %s%s', CASE kind WHEN 'torchrun_failure' THEN 'worker' ELSE 'DeepSpeed rank' END,
-              exit_code, coalesce(node, json_extract_string(fields, '$.host'), '?'),
-              CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END),
+       CASE WHEN nodes_raising >= 2 THEN NULL ELSE node END, rank, NULL,
+       CASE WHEN nodes_raising >= 2 THEN 'job' WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END,
+       CASE WHEN kind = 'exception_line' THEN 0.55 ELSE 0.7 END,  -- a line without its traceback may be a logged warning
+       ts,
+       printf('%s on %s%s: %s', code_text,
+              CASE WHEN nodes_raising >= 2 THEN printf('%d nodes', nodes_raising) ELSE coalesce(node, '?') END,
+              CASE WHEN rank IS NOT NULL AND nodes_raising < 2 THEN ' rank ' || rank ELSE '' END,
+              left(coalesce(text, ''), 160)),
        'stop'
-FROM events
-WHERE kind IN ('torchrun_failure', 'deepspeed_exit') AND exit_code > 0
+FROM roots
+UNION ALL
+SELECT e.attempt_id, e.event_id, 'python_exception', 'root', 'application', 'exception',
+       CASE WHEN j.attempt_id IS NULL THEN coalesce(e.node, json_extract_string(e.fields, '$.host')) END, e.rank, NULL,
+       CASE WHEN j.attempt_id IS NOT NULL THEN 'job' WHEN e.rank IS NOT NULL THEN 'rank' ELSE 'node' END,
+       0.45, e.ts,
+       printf('%s exited with status %d on %s%s', CASE e.kind WHEN 'torchrun_failure' THEN 'worker' ELSE 'DeepSpeed rank' END,
+              e.exit_code, coalesce(e.node, json_extract_string(e.fields, '$.host'), '?'),
+              CASE WHEN e.rank IS NOT NULL THEN ' rank ' || e.rank ELSE '' END),
+       'stop'
+FROM events e
+LEFT JOIN job_wide j USING (attempt_id)
+WHERE e.kind IN ('torchrun_failure', 'deepspeed_exit') AND e.exit_code > 0

@@ -1,13 +1,27 @@
 -- id: segfault
--- detects: a native crash reported by the kernel (`segfault at … in libX`); inside libnccl it points at NCCL
+-- detects: a native crash: the kernel's `segfault at … in libX`, or a signal handler's banner (Open MPI, UCX, gdb,
+--          abseil, PRRTE) with the stack frames printed after it. Inside libnccl (the library named anywhere in the
+--          frame line, or an nccl* function) it points at NCCL; elsewhere it is an application crash.
 -- domain: software/nccl, application/exception
--- inputs: events(kind = segfault)
+-- inputs: events(kind in segfault, native_crash, native_frame)
+WITH crashes AS (
+    SELECT e.*,
+           CASE
+               WHEN e.kind = 'segfault' THEN json_extract_string(e.fields, '$.library')
+               -- a frame inside NCCL among the next lines of the same file (the banner of every rank comes first)
+               WHEN EXISTS (SELECT 1 FROM events f
+                            WHERE f.attempt_id = e.attempt_id AND f.kind = 'native_frame' AND f.uri = e.uri
+                              AND f.line > e.line AND f.line <= e.line + 60) THEN 'libnccl'
+           END AS library
+    FROM events e
+    WHERE e.kind IN ('segfault', 'native_crash')
+)
 SELECT attempt_id, event_id, 'segfault' AS rule_id, 'root' AS role,
-       CASE WHEN json_extract_string(fields, '$.library') ILIKE 'libnccl%' THEN 'software' ELSE 'application' END AS domain,
-       CASE WHEN json_extract_string(fields, '$.library') ILIKE 'libnccl%' THEN 'nccl' ELSE 'exception' END AS subdomain,
-       node AS culprit_node, rank AS culprit_rank, NULL AS gpu, 'node' AS granularity, 0.65 AS strength, ts,
-       printf('segfault of %s in %s on %s', coalesce(json_extract_string(fields, '$.process'), '?'),
-              coalesce(json_extract_string(fields, '$.library'), '?'), coalesce(node, '?')) AS summary,
+       CASE WHEN library ILIKE 'libnccl%' THEN 'software' ELSE 'application' END AS domain,
+       CASE WHEN library ILIKE 'libnccl%' THEN 'nccl' ELSE 'exception' END AS subdomain,
+       coalesce(json_extract_string(fields, '$.crash_node'), node) AS culprit_node, rank AS culprit_rank, NULL AS gpu,
+       'node' AS granularity, 0.65 AS strength, ts,
+       printf('%s of %s in %s on %s', coalesce(code_text, 'segfault'), coalesce(json_extract_string(fields, '$.process'), 'a process'),
+              coalesce(library, '?'), coalesce(json_extract_string(fields, '$.crash_node'), node, '?')) AS summary,
        'investigate' AS action
-FROM events
-WHERE kind = 'segfault'
+FROM crashes

@@ -1,5 +1,6 @@
 -- id: xid_root
--- detects: an NVRM Xid whose catalog class can start a failure; secondary/informational Xids (43, 45, 63, 154, ...) only confirm
+-- detects: an NVRM Xid whose catalog class can start a failure; secondary/informational Xids (43, 45, 63, 154, ...) and
+--          NVLink5 Xids 144-150 marked Nonfatal only confirm
 -- domain: from xid_catalog.typical_domain / typical_subdomain (hardware/*, software/driver, application/cuda_error)
 -- inputs: events(kind = xid), xid_catalog, gpu_ranks, attempts(gpu_model)
 -- On an NVL72 rack (GB200/GB300) an Xid 149 whose sub-code (bits 20-25 of the first payload word) is 0x20-0x25
@@ -14,6 +15,8 @@ WITH hits AS (
         CASE
             WHEN c.typical_domain IS NULL OR c.typical_domain = 'info' THEN 'confirmation'
             WHEN json_extract_string(e.fields, '$.caused_by_xid') IS NOT NULL THEN 'confirmation'
+            -- NVLink5 units marked Nonfatal: the link recovered by itself; they support a root, never make one
+            WHEN e.code BETWEEN 144 AND 150 AND e.severity = 'nonfatal' THEN 'confirmation'
             ELSE 'root'
         END AS role,
         nullif(c.typical_domain, 'info') AS domain,

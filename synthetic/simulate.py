@@ -49,9 +49,18 @@ FAULTS: dict[str, tuple[float, str, str | None, str | None, bool]] = {
     "collective_mismatch": (12, "attributed", "application", "collective_mismatch", True),
     "watchdog_unknown": (12, "unattributed", None, None, False),           # NCCL watchdog timeouts, nothing else
     "ambiguous": (15, "ambiguous", "hardware", "ambiguous", False),        # two GPU faults, same second, two nodes
+    # shapes of real clusters beyond the Llama 3 table (docs/accuracy.md, tests/corpus/): weight 0 by default, so the
+    # default fleets (and the fleet benchmark's pinned profile) stay exactly as they were; REAL_SHAPES turns them on
+    "host_oom": (0, "attributed", "application", "host_oom", True),        # cgroup OOM kill, then a DataLoader death
+    "filesystem": (0, "attributed", "software", "filesystem", True),       # journal aborted, read-only remount, EROFS
+    "kernel_panic": (0, "attributed", "software", "kernel", True),         # hung-task panic, the node goes silent
+    "nan": (0, "attributed", "application", "nan", True),                  # NaN in the gradients on every rank
+    "node_vanished": (0, "attributed", "infrastructure", "node_failure", True),  # peers' resets, no scheduler message
 }
+#: weights that add the real shapes to a fleet: `simulate(..., weights=REAL_SHAPES)`
+REAL_SHAPES = {"host_oom": 20, "filesystem": 15, "kernel_panic": 10, "nan": 15, "node_vanished": 10}
 HARDWARE = {"gpu_lost", "gpu_nvlink", "gpu_firmware", "gpu_memory"}
-NEEDS_PEERS = {"ib_link", "nic", "ambiguous"}
+NEEDS_PEERS = {"ib_link", "nic", "ambiguous", "node_vanished"}
 
 
 @dataclass
@@ -256,7 +265,52 @@ def _build(kind: str, s: Scenario, rng: random.Random, gpu_model: str, culprit: 
         _cascade(s, rng, at, seq)
         s.plain(s.end - timedelta(seconds=5), 0, "terminate called after throwing an instance of 'c10::DistBackendError'")
         return [], roots, {"exit_code": "6:0"}
-    raise ValueError(kind)
+    return _build_real_shape(kind, s, rng, culprit, at, seq)
+
+
+def _build_real_shape(kind: str, s: Scenario, rng: random.Random, culprit: str, at: datetime, seq: int) -> tuple[list[str], list[str], dict]:
+    """The REAL_SHAPES kinds, written in the line shapes of the public reports of tests/corpus/."""
+    roots: list[str] = []
+    local = rng.randrange(GPUS)
+    r = s.rank(culprit, local)
+    if kind == "host_oom":  # the kernel kills a worker; the first Python error is the DataLoader's, a side effect
+        pid = 2536000 + r
+        _root_kern(s, roots, culprit, at, f"Memory cgroup out of memory: Killed process {pid} (python3) total-vm:{rng.randrange(50, 90) * 1048576}kB, anon-rss:{rng.randrange(30, 60) * 1048576}kB, file-rss:74816kB, shmem-rss:12296kB, UID:0 pgtables:69068kB oom_score_adj:0")
+        s.kern(culprit, at + timedelta(milliseconds=400), f"oom_reaper: reaped process {pid} (python3), now anon-rss:0kB, file-rss:74732kB, shmem-rss:12296kB")
+        for text in ("Traceback (most recent call last):",
+                     '  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/_utils/signal_handling.py", line 66, in handler',
+                     "    _error_if_any_worker_fails()", f"RuntimeError: DataLoader worker (pid {pid}) is killed by signal: Killed."):
+            s.plain(at + timedelta(seconds=1), r, f"[rank{r}]: {text}")
+        s.plain(at + timedelta(seconds=2), r, f"srun: error: {culprit}: task {r}: Killed")
+    elif kind == "filesystem":  # the checkpoint disk fails under torch.save
+        dev = rng.choice(("nvme0n1p1", "md127p3", "sdb1"))
+        _root_kern(s, roots, culprit, at, f"EXT4-fs error (device {dev}): ext4_journal_check_start:83: comm python3: Detected aborted journal")
+        s.kern(culprit, at + timedelta(milliseconds=5), f"EXT4-fs ({dev}): Remounting filesystem read-only")
+        for text in ("Traceback (most recent call last):", '  File "/workspace/checkpointing.py", line 412, in save_checkpoint',
+                     "    torch.save(state_dict, checkpoint_name)",
+                     f"OSError: [Errno 30] Read-only file system: '/checkpoints/iter_{rng.randrange(1000, 99999):07d}/mp_rank_00/model_optim_rng.pt'"):
+            s.plain(at + timedelta(seconds=1), r, f"[rank{r}]: {text}")
+        s.plain(at + timedelta(seconds=2), r, f"srun: error: {culprit}: task {r}: Exited with exit code 1")
+    elif kind == "kernel_panic":  # the node's kernel stops; its peers lose their connections to it
+        _root_kern(s, roots, culprit, at, "Kernel panic - not syncing: hung_task: blocked tasks")
+        s.kern(culprit, at, f"CPU: {rng.randrange(96)} PID: 1364 Comm: khungtaskd Tainted: P           OE     5.15.0-1053-nvidia #54-Ubuntu")
+        s.silent_after = {culprit: at + timedelta(seconds=1)}
+        if len(s.nodes) > 1:
+            _socket_resets(s, rng, culprit, at + timedelta(seconds=20))
+    elif kind == "nan":  # the loss diverges on every data-parallel rank: the job's, no culprit node
+        for rank in sorted(rng.sample(range(len(s.nodes) * GPUS), min(4, len(s.nodes) * GPUS))):
+            _root_app(s, roots, at, rank, f"[rank{rank}]: AssertionError: Rank {rank}: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: {rank % GPUS}")
+        s.plain(at + timedelta(seconds=1), 0, f"srun: error: {s.nodes[0]}: tasks 0-{GPUS - 1}: Exited with exit code 1")
+        return [], roots, {}
+    elif kind == "node_vanished":  # no scheduler message: only the peers' resets name the node
+        _socket_resets(s, rng, culprit, at)
+        roots.append(s.app[-1][1])
+        s.kernel[culprit] = [(t, x) for t, x in s.kernel.get(culprit, []) if t < at]
+        s.silent_after = {culprit: at}
+    else:
+        raise ValueError(kind)
+    _cascade(s, rng, at, seq)
+    return [culprit], roots, {}
 
 
 def _noise(s: Scenario, rng: random.Random, lines: int) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from firstfault.synthetic.simulate import attribute_fleet, evaluate, read_truth, simulate
+from firstfault.synthetic.simulate import FAULTS, REAL_SHAPES, attribute_fleet, evaluate, read_truth, simulate
 
 
 def _digest(root: Path) -> str:
@@ -68,3 +68,15 @@ def test_evaluate_command(small_fleet, capsys):
     out = capsys.readouterr().out
     assert "domain accuracy" in out and "confusion" in out
     assert main(["evaluate", "--truth", str(root / "nowhere")]) == 2
+
+
+def test_real_shapes_are_written_and_attributed(tmp_path):
+    """The REAL_SHAPES kinds (host OOM under a DataLoader death, a read-only remount under a checkpoint, a kernel
+    panic, NaN gradients, a vanished node) are off by default and attributed correctly when turned on."""
+    weights = {**{k: 0 for k in FAULTS}, **REAL_SHAPES}
+    simulate(tmp_path, nodes=32, attempts=30, days=1, seed=5, lines=(40, 80), weights=weights)
+    assert {t["kind"] for t in read_truth(tmp_path)} == set(REAL_SHAPES)
+    result = evaluate(tmp_path, attribute_fleet(tmp_path))
+    assert result["missing"] == 0
+    assert result["domain_accuracy"] == 1.0 and result["culprit_accuracy"] == 1.0, result["misses"] + result["confident_wrong_attempts"]
+    assert result["confident_wrong"] == 0, result["confident_wrong_attempts"]

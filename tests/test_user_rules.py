@@ -189,14 +189,15 @@ def test_worked_example_site_rule_lint_test_and_attribute(tmp_path, monkeypatch,
     assert rc == 0, out
     v = json.loads(out)
     assert (v["verdict"], v["domain"], v["subdomain"], v["culprit_nodes"]) == ("attributed", "software", "filesystem", ["node-02"])
-    assert v["root_cause"]["event"] == "lustre_error" and "scratch-OST0012" in v["root_cause"]["summary"]
+    # the built-in filesystem_error rule reads Lustre client errors too (its own event kind): both name the same cause
+    assert v["root_cause"]["event"] in ("lustre_error", "lustre_client_error") and "scratch-OST0012" in v["root_cause"]["summary"]
     with_site = v["rules_version"]
 
     monkeypatch.chdir(tmp_path)  # no firstfault.toml here: built-in rules and patterns only
     rc, out = run(capsys, *common)
     assert rc == 0, out
     v = json.loads(out)
-    assert v["verdict"] == "unattributed" and v["rules_version"] != with_site
+    assert (v["verdict"], v["root_cause"]["rule"]) == ("attributed", "filesystem_error") and v["rules_version"] != with_site
 
 
 def test_config_rule_and_pattern_dirs(tmp_path):
@@ -255,7 +256,7 @@ def test_broken_expectation_makes_rules_test_exit_1(tmp_path, capsys):
     assert "FAIL segfault::segfault_inside_libnccl_points_at_nccl" in out
     assert "subdomain: expected 'driver', got 'nccl'" in out
     assert "PASS segfault::a_segfault_long_before_the_attempt_does_not_count" in out
-    assert out.strip().endswith("2 passed, 1 failed")
+    assert out.strip().endswith(f"{text.count('  - name: ') - 1} passed, 1 failed")
 
 
 def test_malformed_fixture_exits_2_naming_file_and_field(tmp_path, capsys):

@@ -1,0 +1,22 @@
+-- id: filesystem_error
+-- detects: storage failing under the job: block-device I/O errors, local filesystem errors and read-only remounts,
+--          NFS servers not responding, Lustre client errors, and the application's own I/O errors (EIO, ENOSPC,
+--          EROFS, ESTALE, EDQUOT while writing a checkpoint). Warnings that only mention such an errno are not used.
+-- domain: software/filesystem
+-- inputs: events(kind in block_io_error, fs_error, nfs_error, lustre_client_error, io_error)
+SELECT attempt_id, event_id, 'filesystem_error' AS rule_id, 'root' AS role, 'software' AS domain, 'filesystem' AS subdomain,
+       node AS culprit_node, rank AS culprit_rank, NULL AS gpu, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
+       CASE
+           WHEN kind = 'fs_error' AND code_text = 'remount_ro' THEN 0.8
+           WHEN kind IN ('fs_error', 'block_io_error', 'io_error') THEN 0.7
+           ELSE 0.6  -- NFS / Lustre clients retry: the outage is real, whether it ended the job less so
+       END AS strength, ts,
+       printf('%s on %s: %s',
+              CASE kind WHEN 'block_io_error' THEN 'block I/O error' WHEN 'fs_error' THEN 'filesystem error'
+                        WHEN 'nfs_error' THEN 'NFS server not responding' WHEN 'lustre_client_error' THEN 'Lustre client error'
+                        ELSE 'I/O error' END,
+              coalesce(node, '?'), left(message, 140)) AS summary,
+       'investigate' AS action
+FROM events
+WHERE kind IN ('block_io_error', 'fs_error', 'nfs_error', 'lustre_client_error')
+   OR (kind = 'io_error' AND message NOT ILIKE '%warning%')
