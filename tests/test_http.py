@@ -71,7 +71,7 @@ def test_token_from_env_is_sent_but_never_logged(loki, monkeypatch, caplog):
     monkeypatch.setenv("FF_TEST_TOKEN", secret)
     loki.faults.append(Fault(LOKI, status=500, times=1))
     loki.faults.append(Fault(LOKI, status=403, times=1))
-    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="firstfault")  # a CLI run earlier in this process set its own level
     with HttpClient(settings(loki.url, token_env="FF_TEST_TOKEN"), "loki") as client, pytest.raises(ConnectorError) as failure:
         client.get_json(LOKI, QUERY)
     assert all(r["headers"]["Authorization"] == f"Bearer {secret}" for r in loki.requests_to(LOKI))
@@ -83,7 +83,7 @@ def test_password_in_the_url_is_not_in_the_reason(caplog):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="firstfault")  # a CLI run earlier in this process set its own level
     with HttpClient(settings(f"http://admin:hunter2@127.0.0.1:{port}", retries=1), "loki") as client:
         with pytest.raises(ConnectorError) as failure:
             client.get_json(LOKI, QUERY)

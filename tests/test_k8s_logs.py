@@ -75,7 +75,7 @@ def test_server_error_retried_unauthorized_not_and_token_secret(fake_backends, t
     fake_backends.pod_logs[("train", "w-0", "trainer", False)] = PodLog([(T_NS + 5, "alive")])
     fake_backends.faults.append(Fault(POD_LOG + "w-0", status=500, times=1))
     fake_backends.faults.append(Fault(POD_LOG + "w-1", status=401, times=None))
-    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="firstfault")  # a CLI run earlier in this process set its own level
     reports, _, _ = stage(tmp_path, fake_backends.url, pods(("w-0", "node-01", {}), ("w-1", "node-02", {})),
                           token_file=str(token_file), retries=3)
     assert [r.status for r in reports] == ["ok", "error"] and "HTTP 401" in reports[1].reason
