@@ -18,6 +18,7 @@ import fsspec
 from firstfault.config import Config
 from firstfault.connectors.base import save_context
 from firstfault.connectors.fingerprint import input_fingerprint
+from firstfault.connectors.local_files import log_bytes
 from firstfault.connectors.registry import scheduler_connectors
 from firstfault.connectors.static_context import load_static_context
 from firstfault.errors import BadInput, describe
@@ -37,6 +38,7 @@ class Candidate:
     cluster: str
     workload_id: str
     fingerprint: str
+    log_bytes: int = 0  # the size of its logs: the progress of a night in MB
 
 
 def catalog_patterns(config: Config, catalog: str | None = None) -> list[str]:
@@ -144,7 +146,7 @@ def discover(patterns: Sequence[str], days: Sequence[date], extra_specs: Sequenc
         except Exception as e:  # noqa: BLE001
             failures.append(run_failure(ctx.attempt_id, uri, "discover", f"inputs not listable: {type(e).__name__}: {e}"))
             continue
-        candidates[ctx.attempt_id] = Candidate(uri, ctx.attempt_id, ctx.cluster, ctx.workload_id, fp)
+        candidates[ctx.attempt_id] = Candidate(uri, ctx.attempt_id, ctx.cluster, ctx.workload_id, fp, log_bytes(ctx))
         day_of[ctx.attempt_id] = day
     for f in failures:
         log.warning("nightly: %s failed at %s: %s", f["spec_uri"], f["stage"], f["error"])

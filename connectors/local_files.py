@@ -52,6 +52,19 @@ def resolve_logs(ctx: AttemptContext) -> tuple[list[LogFile], list[Missing]]:
     return sorted(files.values(), key=lambda f: (f.source, f.uri)), missing
 
 
+def log_bytes(ctx: AttemptContext) -> int:
+    """Size of the attempt's log files (0 for what cannot be listed)."""
+    files, _ = resolve_logs(ctx)
+    total = 0
+    for f in files:
+        try:
+            fs, path = fsspec.core.url_to_fs(f.uri)
+            total += fs.size(path) or 0
+        except OSError:
+            continue
+    return total
+
+
 def resolve_paths(ctx: AttemptContext, patterns: tuple[str, ...]) -> tuple[list[str], list[str]]:
     found, missing = [], []
     for rel in patterns:

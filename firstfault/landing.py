@@ -15,7 +15,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import fsspec
 import polars as pl
 import pyarrow as pa
 
@@ -253,19 +252,6 @@ def _stage_sources(ctx: AttemptContext, lake: Lake, sources: Sequence[SourceConn
         for r in reports:
             result.reports.append(_report(ctx, r.connector, r.source, r.uri, r.status, r.rows, r.reason))
     return staging.context()
-
-
-def input_bytes(ctx: AttemptContext) -> int:
-    """Size of the attempt's log files (0 for what cannot be listed)."""
-    files, _ = resolve_logs(ctx)
-    total = 0
-    for f in files:
-        try:
-            fs, path = fsspec.core.url_to_fs(f.uri)
-            total += fs.size(path) or 0
-        except OSError:
-            continue
-    return total
 
 
 @dataclass

@@ -311,7 +311,7 @@ def _run_shards(plan: Plan, config: Config) -> tuple[list[str], list[dict]]:
         if workers <= 1 or len(plan.todo) < _PARALLEL_MIN_ATTEMPTS:
             for i, shard in enumerate(plan.shards):
                 urls.append(run_shard(i, shard, config, plan.run_id))
-                done.advance(len(shard))
+                done.advance(len(shard), sum(c.log_bytes for c in shard))
             return urls, failures
         with process_pool(workers) as pool:
             futures = [pool.submit(run_shard, i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)]
@@ -321,7 +321,7 @@ def _run_shards(plan: Plan, config: Config) -> tuple[list[str], list[dict]]:
                         urls.append(future.result())
                     except Exception as e:  # noqa: BLE001 - a lost worker (out of memory, killed) fails its shard only
                         failures.extend(shard_failure_rows(shard, e))
-                    done.advance(len(shard))
+                    done.advance(len(shard), sum(c.log_bytes for c in shard))
             except BaseException:  # interrupted: drop the shards not started instead of waiting for them
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise

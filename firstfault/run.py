@@ -17,11 +17,12 @@ import pyarrow as pa
 from firstfault import progress
 from firstfault.config import Config
 from firstfault.connectors.fingerprint import safe_input_fingerprint
+from firstfault.connectors.local_files import log_bytes
 from firstfault.connectors.registry import source_connectors
 from firstfault.connectors.static_context import AttemptContext
 from firstfault.errors import BadInput
 from firstfault.lake import Lake
-from firstfault.landing import LandingResult, input_bytes, land_attempt, land_attempts
+from firstfault.landing import LandingResult, land_attempt, land_attempts
 from firstfault.rules_sql.engine import (
     Rule,
     load_rules,
@@ -84,7 +85,7 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
                 if on_error is None:
                     raise
                 on_error(ctx, e)
-            landed.advance(1, input_bytes(ctx))
+            landed.advance(1, log_bytes(ctx))
         return results
 
 
@@ -101,7 +102,7 @@ def _landing_workers(contexts: Sequence[AttemptContext], settings) -> int:
         return min(settings.workers, len(contexts))
     if len(contexts) < 2:
         return 1
-    total = sum(input_bytes(ctx) for ctx in contexts)
+    total = sum(log_bytes(ctx) for ctx in contexts)
     return min(os.cpu_count() or 1, len(contexts)) if total >= _PARALLEL_MIN_BYTES else 1
 
 

@@ -63,7 +63,9 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
     run_id = uuid.uuid4().hex  # the first night's: it names the lock
     summaries = []
     with nightly_lock(config.warehouse.path, run_id):
-        plans = plan_nights(config, days, catalog, force, shards, first_run_id=run_id)
+        with progress.stage("nightly: discover") as discovered:
+            plans = plan_nights(config, days, catalog, force, shards, first_run_id=run_id)
+            discovered.advance(sum(plan.found for plan in plans))
         for plan in plans:
             claim_results(config, plan.run_id)
             logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
@@ -79,8 +81,10 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
                         error = future.state.message or "shard task failed"
                         logger.warning("nightly: shard of %d attempts failed: %s", len(shard), error)
                         lost.extend(shard_failure_rows(shard, error))
-                    done.advance(len(shard))
-            summaries.append(load_task(urls, plan, config, lost))
+                    done.advance(len(shard), sum(c.log_bytes for c in shard))
+            with progress.stage(f"nightly {plan.run_date}: load into the warehouse") as loaded:
+                summaries.append(load_task(urls, plan, config, lost))
+                loaded.advance(summaries[-1]["attributed"])
             logger.info("%s", render_summary(summaries[-1]))
     publish_artifacts(config.warehouse.path)
     return summaries

@@ -42,4 +42,7 @@ def test_a_nightly_prefect_flow_prints_only_its_progress_lines_on_stderr(demo_di
                           capture_output=True, text=True, env=clean_env(tmp_path), cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "attributed 9" in done.stdout
-    assert done.stderr.startswith("nightly 2026-11-29: land + attribute: 9 attempts in ") and done.stderr.count("\n") == 1, done.stderr
+    stages = [line.split(": ")[:2] for line in done.stderr.splitlines()]  # one summary line per stage, nothing else
+    assert stages == [["nightly", "discover"], ["nightly 2026-11-29", "land + attribute"],
+                      ["nightly 2026-11-29", "load into the warehouse"]], done.stderr
+    assert " MB in " in done.stderr.splitlines()[1]
