@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -367,10 +368,24 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
     DIR/fleet_truth.json). `weights` overrides FAULTS weights per kind (e.g. {"ib_link": 150} so that a small fleet
     still sees several link faults). `pad_bytes` pads each attempt's app log with ~that many bytes of benign noise
     lines (for benchmarks: volume without more attempts). `max_job_nodes` caps a job's size (0: the fleet's size;
-    small jobs make small, fast fleets for tests). The defaults reproduce the original fleets exactly."""
+    small jobs make small, fast fleets for tests). The defaults reproduce the original fleets exactly. An interrupted
+    or failed run into a new folder removes it: nothing half-written is left to be mistaken for a fleet."""
+    out = Path(out)
+    fresh = not out.exists()
+    try:
+        return _write_fleet(out, nodes, attempts, days, seed, lines, lemons, lemon_share, bad_port_share, weights, pad_bytes,
+                            max_job_nodes)
+    except BaseException:
+        if fresh:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lines: tuple[int, int], lemons: int,
+                 lemon_share: float, bad_port_share: float, weights: dict[str, float] | None, pad_bytes: int,
+                 max_job_nodes: int) -> Path:
     rng = random.Random(seed)
     pad_rng = random.Random(f"pad-{seed}")  # its own stream: padding never shifts the faults of a seed
-    out = Path(out)
     fleet = _fleet(rng, nodes, lemons)
     (out / "catalog").mkdir(parents=True, exist_ok=True)
     (out / "topology.yaml").write_text(yaml.safe_dump({"nodes": fleet.topology}, sort_keys=True), encoding="utf-8")

@@ -37,10 +37,11 @@ def test_an_interrupted_nightly_exits_cleanly_and_leaves_nothing_half_written(tm
     assert not warehouse.exists() or "attributed" not in out
 
 
-def test_a_terminated_simulate_prints_no_traceback(tmp_path):
+def test_a_terminated_simulate_prints_no_traceback_and_leaves_no_half_fleet(tmp_path):
     proc = start(["simulate", "--nodes", "64", "--attempts", "5000", "--out", str(tmp_path / "fleet")], tmp_path)
     wait_for(lambda: any((tmp_path / "fleet" / "catalog").glob("*/*")) or proc.poll() is not None)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143
     assert err.strip() == "firstfault: terminated"
+    assert not (tmp_path / "fleet").exists()
