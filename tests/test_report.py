@@ -332,3 +332,17 @@ def test_the_cause_chart_names_attempts_without_a_domain_by_their_verdict(report
     index = (report_dir / "index.html").read_text()
     chart = index.split("Failed attempts by cause")[1].split("</svg>")[0]
     assert ">unattributed</text>" in chart and "–/–" not in chart
+
+
+def test_pages_are_written_whole(demo_warehouse, tmp_path, monkeypatch):
+    # a page is renamed into place once written: a failure while rendering leaves the previous page, not half a page
+    import firstfault.warehouse.report as report
+
+    out = tmp_path / "report"
+    write_report(demo_warehouse[0], str(out))
+    before = (out / "index.html").read_text()
+    monkeypatch.setattr(report, "render_index", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        write_report(demo_warehouse[0], str(out))
+    assert (out / "index.html").read_text() == before
+    assert not list(out.rglob("*.partial"))

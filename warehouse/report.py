@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import re
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -692,9 +693,16 @@ def write_report(warehouse: str, out_dir: str = "firstfault-report") -> Path:
             if v["verdict"] in FAILED:
                 target = out / attempt_href(v["attempt_id"])
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(render_attempt(con, v), encoding="utf-8")
+                _write_whole(target, render_attempt(con, v))
         index = out / "index.html"
-        index.write_text(render_index(con, attempts, tables, warehouse), encoding="utf-8")
+        _write_whole(index, render_index(con, attempts, tables, warehouse))
     finally:
         con.close()
     return index
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write beside the page, then rename over it: a reader (or an interrupted run) never sees half a page."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
