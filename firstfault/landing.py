@@ -273,6 +273,7 @@ class _FileState:
     clock: FileClock
     stats: LineStats = field(default_factory=LineStats)
     rows: int = 0
+    skipped: int = 0  # readable lines not landed because the file is binary
     status: str = "ok"
     reason: str | None = None
 
@@ -297,10 +298,13 @@ def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]
                 if state.status == "ok":
                     state.status, state.reason = "error", piece.error
                     log.warning("cannot read %s: %s", log_file.uri, piece.error)
-            elif state.status == "ok":
+            elif state.status in ("ok", "skipped"):
+                # every line read is counted: landed (rows), dropped (lines_binary) or skipped with the file
                 state.stats.add(stats)
                 if piece.first and stats.lines and stats.binary / stats.lines > _BINARY_SHARE:
                     state.status, state.reason = "skipped", "binary content, not a text log"
+                if state.status == "skipped":
+                    state.skipped += stats.lines - stats.binary
                 else:
                     kept.append(position)
         if frame.height and len(kept) < len(unit):
@@ -337,7 +341,8 @@ def _file_report(ctx, log_file: LogFile, state: _FileState) -> dict:
     notes = [f"{k} lines {v}" for k, v in (("malformed", stats.malformed), ("binary", stats.binary), ("truncated", stats.truncated)) if v]
     if notes and status == "ok":
         reason = "; ".join(notes)
-    return _report(ctx, "local_files", log_file.source, log_file.uri, status, state.rows, reason, _safe_fingerprint(log_file.uri), stats)
+    return _report(ctx, "local_files", log_file.source, log_file.uri, status, state.rows, reason, _safe_fingerprint(log_file.uri), stats,
+                   state.skipped)
 
 
 def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
@@ -519,12 +524,13 @@ def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index
 _NO_RECORDER_ENTRIES = FLIGHT_RECORDER_SCHEMA.empty_table()
 
 
-def _report(ctx, connector, source, uri, status, rows, reason, fp=None, stats: LineStats | None = None) -> dict:
+def _report(ctx, connector, source, uri, status, rows, reason, fp=None, stats: LineStats | None = None,
+            skipped: int = 0) -> dict:
     stats = stats or LineStats()
     return {
         "attempt_id": ctx.attempt_id, "connector": connector, "source": source, "uri": uri, "status": status,
         "rows": rows, "reason": reason, "fingerprint": fp, "lines_malformed": stats.malformed,
-        "lines_binary": stats.binary, "lines_truncated": stats.truncated,
+        "lines_binary": stats.binary, "lines_truncated": stats.truncated, "lines_skipped": skipped,
     }
 
 

@@ -103,6 +103,7 @@ CONNECTOR_REPORT_SCHEMA = pa.schema(
         ("attempt_id", pa.string()), ("connector", pa.string()), ("source", pa.string()), ("uri", pa.string()),
         ("status", pa.string()), ("rows", pa.int64()), ("reason", pa.string()), ("fingerprint", pa.string()),
         ("lines_malformed", pa.int64()), ("lines_binary", pa.int64()), ("lines_truncated", pa.int64()),
+        ("lines_skipped", pa.int64()),
     ]
 )
 

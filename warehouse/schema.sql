@@ -86,6 +86,7 @@ CREATE TABLE IF NOT EXISTS runs (
 -- Incremental runs (nightly): sha256 over the spec and its resolved input files (connectors/fingerprint.py). Older
 -- warehouses gain the column here.
 ALTER TABLE attributions ADD COLUMN IF NOT EXISTS input_fingerprint VARCHAR;
+ALTER TABLE connector_reports ADD COLUMN IF NOT EXISTS lines_skipped BIGINT;  -- readable lines of a file skipped as binary
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS run_date VARCHAR;          -- nightly: the UTC day whose attempts ended
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS found BIGINT;              -- nightly: attempts discovered for run_date
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS skipped BIGINT;            -- nightly: unchanged since the last attribution
