@@ -46,7 +46,7 @@ def resolve_logs(ctx: AttemptContext) -> tuple[list[LogFile], list[Missing]]:
         for rel, node in expansions:
             found = _glob(ctx.base_uri, rel)
             if not found:
-                missing.append(Missing(spec.source, rel, "no file matches"))
+                missing.append(Missing(spec.source, rel, _why_nothing_matches(ctx.base_uri, rel)))
             for uri in found:
                 files.setdefault(uri, _describe(uri, spec, node, ctx.nodes))
     return sorted(files.values(), key=lambda f: (f.source, f.uri)), missing
@@ -63,6 +63,16 @@ def log_bytes(ctx: AttemptContext) -> int:
         except OSError:
             continue
     return total
+
+
+def _why_nothing_matches(base_uri: str, rel: str) -> str:
+    """A device, pipe or folder named where a log should be is never read (it may never end): say so."""
+    target = rel if "://" in rel or rel.startswith("/") else posixpath.join(base_uri, rel)
+    fs, path = fsspec.core.url_to_fs(target)
+    local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+    if local and os.path.exists(path) and not os.path.isfile(path):
+        return "not a regular file (a device, a pipe or a folder): not read"
+    return "no file matches"
 
 
 def resolve_paths(ctx: AttemptContext, patterns: tuple[str, ...]) -> tuple[list[str], list[str]]:

@@ -171,3 +171,10 @@ def test_every_line_read_is_landed_or_counted_also_in_a_skipped_file(tmp_path):
     assert skipped["status"] == "skipped" and skipped["rows"] == 0
     assert (skipped["lines_binary"], skipped["lines_skipped"]) == (600, 400)
     assert kept["status"] == "ok" and (kept["rows"], kept["lines_binary"], kept["lines_skipped"]) == (900, 100, 0)
+
+
+def test_a_device_named_as_a_log_is_reported_not_read(tmp_path):
+    ctx = make_ctx(tmp_path, nodes=["node-01"], logs=[{"source": "syslog", "path": "/dev/zero"}])
+    result = land_attempt(ctx, Lake(str(tmp_path / "lake")), load_patterns(), LandingSettings())
+    (report,) = [r for r in result.reports if r["uri"] == "/dev/zero"]
+    assert report["status"] == "missing" and report["reason"].startswith("not a regular file")
