@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import IO, Any, Protocol, runtime_checkable
 
-from firstfault.lake import Lake
+from firstfault.lake import STAGED, Lake
 from firstfault.connectors.static_context import AttemptContext, LogSpec, context_to_dict
 
 
@@ -64,7 +64,7 @@ class Staging:
     metrics: list[str] = field(default_factory=list)
 
     def _folder(self, connector: str) -> str:
-        return self.lake.path("staged", f"day={self.ctx.day}", f"attempt_key={self.ctx.attempt_key}", connector)
+        return self.lake.path(STAGED, f"day={self.ctx.day}", f"attempt_key={self.ctx.attempt_key}", connector)
 
     def reset(self, connector: str) -> None:
         folder = self._folder(connector)

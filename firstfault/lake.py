@@ -10,6 +10,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 
+STAGED = "staged"  # the folder of connectors/base.py Staging: remote logs fetched for an attempt
+
+
 class Lake:
     def __init__(self, root: str, storage_options: dict | None = None):
         self.root = root.rstrip("/")
@@ -49,6 +52,13 @@ class Lake:
             self.fs.rm(path, recursive=True)
         self.fs.makedirs(path, exist_ok=True)
         return PartitionWriter(self.fs, path, schema)
+
+    def remove_attempt(self, day: str, key: str) -> None:
+        """Every partition of one attempt, in every table folder (also of tables an older version wrote); the files
+        connectors staged for it are not a table and stay."""
+        for folder in self.fs.glob(posixpath.join(self._root_path, "*", f"day={day}", f"attempt_key={key}")):
+            if folder.split("/")[-3] != STAGED:
+                self.fs.rm(folder, recursive=True)
 
     def files(self, table: str, day: str, key: str) -> list[str]:
         path = self.partition_path(table, day, key)

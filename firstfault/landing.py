@@ -111,11 +111,12 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
     the rest of each attempt. An attempt that fails is handed to `on_error` and left out of the results; without
     `on_error` the error propagates."""
     def isolate(ctx: AttemptContext, step: Callable[[], Any]) -> Any:
-        if on_error is None:
-            return step()
         try:
             return step()
         except Exception as e:  # noqa: BLE001 - one attempt's corrupt input never sinks the others
+            lake.remove_attempt(ctx.day, ctx.attempt_key)  # no partial partitions of a failed attempt stay
+            if on_error is None:
+                raise
             on_error(ctx, e)
             return None
 
@@ -133,6 +134,7 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
 def _resolve(ctx: AttemptContext, lake: Lake, sources) -> _LogsLanded:
     """Stage the attempt's remote sources and find its log files; report what is missing."""
     result = LandingResult(ctx.attempt_id)
+    lake.remove_attempt(ctx.day, ctx.attempt_key)  # a re-land leaves nothing of the previous one behind
     ctx = _stage_sources(ctx, lake, sources, result)
     files, missing = resolve_logs(ctx)
     for m in missing:
