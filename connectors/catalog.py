@@ -17,8 +17,7 @@ import fsspec
 
 from firstfault.config import Config
 from firstfault.connectors.base import save_context
-from firstfault.connectors.fingerprint import input_fingerprint
-from firstfault.connectors.local_files import log_bytes
+from firstfault.connectors.fingerprint import input_identity
 from firstfault.connectors.registry import scheduler_connectors
 from firstfault.connectors.static_context import load_static_context
 from firstfault.errors import BadInput, describe
@@ -142,11 +141,11 @@ def discover(patterns: Sequence[str], days: Sequence[date], extra_specs: Sequenc
             failures.append(run_failure(ctx.attempt_id, uri, "discover", f"duplicate attempt_id, also in {candidates[ctx.attempt_id].spec_uri}"))
             continue
         try:
-            fp = input_fingerprint(ctx)
+            fp, size = input_identity(ctx)
         except Exception as e:  # noqa: BLE001
             failures.append(run_failure(ctx.attempt_id, uri, "discover", f"inputs not listable: {type(e).__name__}: {e}"))
             continue
-        candidates[ctx.attempt_id] = Candidate(uri, ctx.attempt_id, ctx.cluster, ctx.workload_id, fp, log_bytes(ctx))
+        candidates[ctx.attempt_id] = Candidate(uri, ctx.attempt_id, ctx.cluster, ctx.workload_id, fp, size)
         day_of[ctx.attempt_id] = day
     for f in failures:
         log.warning("nightly: %s failed at %s: %s", f["spec_uri"], f["stage"], f["error"])

@@ -5,7 +5,7 @@ import glob
 import os
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -54,7 +54,10 @@ def resolve_logs(ctx: AttemptContext) -> tuple[list[LogFile], list[Missing]]:
 
 def log_bytes(ctx: AttemptContext) -> int:
     """Size of the attempt's log files (0 for what cannot be listed)."""
-    files, _ = resolve_logs(ctx)
+    return files_bytes(resolve_logs(ctx)[0])
+
+
+def files_bytes(files: Sequence[LogFile]) -> int:
     total = 0
     for f in files:
         try:

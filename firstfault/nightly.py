@@ -14,7 +14,8 @@ import os
 import posixpath
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 
@@ -274,17 +275,25 @@ def run_nightly(config: Config, run_date: str | date | None = None, catalog: str
     return run_nights(config, [parse_run_date(run_date)], catalog, force, shards, flow)[0]
 
 
+@contextmanager
+def locked_nights(config: Config, days: Sequence[date], catalog: str | None = None, force: bool = False,
+                  shards: int = 0) -> Iterator[list[Plan]]:
+    """The plans of `days`, made and used under the warehouse's nightly lock (named by the first night's run)."""
+    run_id = uuid.uuid4().hex
+    with nightly_lock(config.warehouse.path, run_id):
+        with progress.stage("nightly: discover") as discovered:
+            plans = plan_nights(config, days, catalog, force, shards, first_run_id=run_id)
+            discovered.advance(sum(plan.found for plan in plans))
+        yield plans
+
+
 def run_nights(config: Config, days: Sequence[date], catalog: str | None = None, force: bool = False, shards: int = 0,
                flow: str = "nightly") -> list[dict]:
     """Every night of `days` without Prefect, one warehouse load per night: the same functions the flow's tasks call.
     Start-up and catalog discovery are paid once for all nights; the warehouse's nightly lock is held throughout,
     named by the first night's run."""
-    run_id = uuid.uuid4().hex  # the first night's: it names the lock
     summaries = []
-    with nightly_lock(config.warehouse.path, run_id):
-        with progress.stage("nightly: discover") as discovered:
-            plans = plan_nights(config, days, catalog, force, shards, first_run_id=run_id)
-            discovered.advance(sum(plan.found for plan in plans))
+    with locked_nights(config, days, catalog, force, shards) as plans:
         for plan in plans:
             claim_results(config, plan.run_id)
             try:

@@ -1,12 +1,10 @@
 """The plain functions a run is made of; flows only wire them (land -> attribute -> load)."""
 from __future__ import annotations
 
-import multiprocessing
 import os
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +30,7 @@ from firstfault.rules_sql.engine import (
 )
 from firstfault.schema import HISTORY_COLUMNS
 from firstfault.stages import stage
+from firstfault.workers import process_pool
 from firstfault.transforms.extract import PatternError, load_patterns
 from firstfault.warehouse.read import workload_history
 from firstfault.warehouse.store import load_attempts
@@ -69,23 +68,23 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
     except PatternError as e:
         raise BadInput(", ".join(map(str, dirs)) or "built-in patterns", "patterns", str(e)) from None
     sources = source_connectors(config)
-    workers = _landing_workers(contexts, config.landing) if parallel else 1
+    sizes = [log_bytes(ctx) for ctx in contexts] if parallel and len(contexts) > 1 else []
+    workers = _landing_workers(len(contexts), sum(sizes), config.landing) if parallel else 1
     if workers <= 1:
         lake = Lake(config.lake.root, config.lake.storage_options())
         return land_attempts(contexts, lake, patterns, config.landing, sources, on_error)
     # big inputs only get here: worth a progress line, and their sizes were just listed to choose the workers
-    with progress.stage("land", total=len(contexts)) as landed, \
-            ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with progress.stage("land", total=len(contexts)) as landed, process_pool(workers) as pool:
         futures = [pool.submit(_land_one, ctx, config, patterns, sources) for ctx in contexts]
         results = []
-        for ctx, future in zip(contexts, futures):
+        for ctx, size, future in zip(contexts, sizes, futures):
             try:
                 results.append(future.result())
             except Exception as e:
                 if on_error is None:
                     raise
                 on_error(ctx, e)
-            landed.advance(1, log_bytes(ctx))
+            landed.advance(1, size)
         return results
 
 
@@ -97,13 +96,12 @@ def _land_one(ctx: AttemptContext, config: Config, patterns, sources) -> Landing
 _PARALLEL_MIN_BYTES = 256 * 1024 * 1024
 
 
-def _landing_workers(contexts: Sequence[AttemptContext], settings) -> int:
+def _landing_workers(attempts: int, total_bytes: int, settings) -> int:
     if settings.workers:
-        return min(settings.workers, len(contexts))
-    if len(contexts) < 2:
+        return min(settings.workers, attempts)
+    if attempts < 2:
         return 1
-    total = sum(log_bytes(ctx) for ctx in contexts)
-    return min(os.cpu_count() or 1, len(contexts)) if total >= _PARALLEL_MIN_BYTES else 1
+    return min(os.cpu_count() or 1, attempts) if total_bytes >= _PARALLEL_MIN_BYTES else 1
 
 
 def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet | None = None,

@@ -6,7 +6,6 @@ Task runners: the default thread pool, or Dask (`task_runner("dask")`: a local c
 """
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
 import httpx
@@ -26,14 +25,13 @@ from firstfault.nightly import (
     Plan,
     claim_results,
     load_results,
+    locked_nights,
     night_range,
     parse_run_date,
-    plan_nights,
     render_summary,
     run_shard,
     shard_failure_rows,
 )
-from firstfault.warehouse.night_lock import nightly_lock
 
 FLOW_NAME = "nightly"
 DEPLOYMENT_NAME = "nightly"
@@ -60,12 +58,8 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
     logger = get_run_logger()
     config = resolve_config(config_path, lake_root=lake_root, warehouse_path=warehouse_path)
     days = night_range(run_date, until) if until else [parse_run_date(run_date)]
-    run_id = uuid.uuid4().hex  # the first night's: it names the lock
     summaries = []
-    with nightly_lock(config.warehouse.path, run_id):
-        with progress.stage("nightly: discover") as discovered:
-            plans = plan_nights(config, days, catalog, force, shards, first_run_id=run_id)
-            discovered.advance(sum(plan.found for plan in plans))
+    with locked_nights(config, days, catalog, force, shards) as plans:
         for plan in plans:
             claim_results(config, plan.run_id)
             logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
