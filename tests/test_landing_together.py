@@ -68,3 +68,19 @@ def test_a_unit_whose_lines_are_all_dropped_lands_empty(tmp_path):
     result = land_attempt(ctx, lake, load_patterns())
     assert result.log_rows == 0 and lake.read("logs", ctx.day, ctx.attempt_key).num_rows == 0
     assert [(r["status"], r["lines_binary"]) for r in result.reports] == [("skipped", 1)]
+
+
+def test_attempts_landed_by_worker_processes_match_those_landed_together(tmp_path):
+    from firstfault.config import Config, LakeSettings
+    from firstfault.run import land
+
+    ctxs = [attempt(tmp_path, "utc", "UTC", ["node-a", "node-b"]), attempt(tmp_path, "berlin", "Europe/Berlin", ["node-b"])]
+    lakes = {}
+    for name, settings in (("workers", LandingSettings(workers=2)), ("together", LandingSettings())):
+        config = Config(lake=LakeSettings(root=str(tmp_path / name)), landing=settings)
+        results = land(ctxs, config)
+        assert sorted(r.attempt_id for r in results) == sorted(c.attempt_id for c in ctxs)
+        lakes[name] = Lake(str(tmp_path / name))
+    for ctx in ctxs:
+        for table in ("logs", "events", "context"):
+            assert landed(lakes["workers"], ctx, table) == landed(lakes["together"], ctx, table), (ctx.attempt_id, table)
