@@ -129,12 +129,6 @@ def plan_nights(config: Config, days: Sequence[date], catalog: str | None = None
     return plans
 
 
-def plan_night(config: Config, run_date: str | date | None = None, catalog: str | None = None, force: bool = False,
-               shards: int = 0) -> Plan:
-    """The plan of one night (default yesterday)."""
-    return plan_nights(config, [parse_run_date(run_date)], catalog, force, shards)[0]
-
-
 def night_range(since: str | date | None, until: str | date | None) -> list[date]:
     """The UTC days from `since` to `until` (inclusive; `until` defaults to yesterday)."""
     first, last = parse_run_date(since, "--since"), parse_run_date(until, "--until")
@@ -166,10 +160,6 @@ def claim_results(config: Config, run_id: str) -> None:
     lake.fs.makedirs(folder, exist_ok=True)
     with lake.fs.open(posixpath.join(folder, _OWNER), "wt", encoding="utf-8") as f:
         f.write(owner)
-
-
-def shard_url(config: Config, run_id: str, index: int) -> str:
-    return _lake(config).url("results", f"run={run_id}", f"shard={index}")
 
 
 def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_id: str) -> str:

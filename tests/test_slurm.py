@@ -403,13 +403,15 @@ def test_context_round_trips_through_the_lake(tmp_path):
 
 
 def test_nightly_records_an_unreachable_slurm_as_a_failure_row(tmp_path):
-    from firstfault.nightly import plan_night
+    from datetime import date
+
+    from firstfault.nightly import plan_nights
 
     fake = FakeSlurm(tmp_path, exit=1, stderr="sacct: error: slurmdbd: Connection refused\n")
     config = Config(slurm=fake.settings())
     config = replace(config, lake=replace(config.lake, root=str(tmp_path / "lake")),
                      warehouse=replace(config.warehouse, path=str(tmp_path / "wh.duckdb")))
-    plan = plan_night(config, "2026-11-29")
+    [plan] = plan_nights(config, [date(2026, 11, 29)])
     assert plan.found == 0
     [failure] = plan.failures
     assert (failure["spec_uri"], failure["stage"]) == ("slurm", "discover")
