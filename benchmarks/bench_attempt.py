@@ -20,28 +20,18 @@ import random
 import shutil
 import subprocess
 import sys
-import threading
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psutil
+from measure import grep_seconds, measured_run, memory_is_flat
 
-GREP = "NCCL WARN|NVRM: Xid|Watchdog caught|Traceback|error|fallen off|Link down"
+from firstfault.synthetic.logwriters import megatron_iteration_line
+
 NODES = ("gpu-001", "gpu-002", "gpu-003")
 GPUS_PER_NODE = 8
 START = datetime(2026, 11, 29, 1, 0, tzinfo=timezone.utc)
 XID_NODE = "gpu-002"
-FLAT_LIMIT = 1.1
-
-
-def iteration_line(rank: int, i: int, at: datetime, rng: random.Random) -> str:
-    """Megatron's training_log line after a padded srun label (~350 bytes)."""
-    return (f"{rank}:  [{at:%Y-%m-%d %H:%M:%S}] iteration {i:8d}/ 2000000 | consumed samples: {i * 1024:12d} | "
-            f"elapsed time per iteration (ms): {rng.uniform(1800, 2100):.1f} | throughput per GPU (TFLOP/s/GPU): "
-            f"{rng.uniform(380, 420):.1f} | learning rate: {3e-4 * rng.uniform(0.5, 1):.6E} | global batch size:  1024 | "
-            f"lm loss: {rng.uniform(1.8, 2.6):.6E} | loss scale: 1.0 | grad norm: {rng.uniform(0.2, 1.2):.3f} | "
-            f"number of skipped iterations:   0 | number of nan iterations:   0 |\n")
 
 
 def kernel_line(node: str, at: datetime, uptime: float, rng: random.Random) -> str:
@@ -67,7 +57,7 @@ def generate(root: Path, total_mb: float, progress_share: float, seed: int = 7) 
     last_rank = len(NODES) * GPUS_PER_NODE - 1
     with open(root / "train.log", "w") as f:
         for i in range(iterations):
-            f.write(iteration_line(last_rank, i + 1, START + step * i, rng))
+            f.write(megatron_iteration_line(last_rank, i + 1, START + step * i, rng))
         for r in range(len(NODES) * GPUS_PER_NODE):  # the cascade: a few hundred NCCL/torch lines
             node = NODES[r // GPUS_PER_NODE]
             t = failed_at + timedelta(seconds=30 + r)
@@ -99,43 +89,6 @@ def inputs(spec: Path) -> list[Path]:
     return [spec.parent / "train.log", *sorted((spec.parent / "kernel").glob("*.log"))]
 
 
-def grep_seconds(files: list[Path]) -> float:
-    cmd = ["grep", "-cE", GREP, *map(str, files)]
-    env = {**os.environ, "LC_ALL": "C"}
-    subprocess.run(cmd, stdout=subprocess.PIPE, env=env)  # warm the page cache
-    started = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, env=env)  # a pipe: grep stops early on /dev/null
-    if done.returncode not in (0, 1):
-        raise RuntimeError("grep failed")
-    return time.perf_counter() - started
-
-
-class TreeMemory:
-    """Peak RSS of the largest process and of the whole process tree, sampled every 50 ms."""
-
-    def __init__(self, pid: int):
-        self.root = psutil.Process(pid)
-        self.largest = self.total = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-                rss = [p.memory_info().rss for p in procs]
-            except psutil.Error:
-                rss = []
-            if rss:
-                self.largest, self.total = max(self.largest, max(rss)), max(self.total, sum(rss))
-            self._stop.wait(0.05)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def attribute(spec: Path, out: Path) -> dict:
     """`firstfault attribute --static` as a whole process: wall, peak memory, CPU per stage and the verdict."""
     shutil.rmtree(out, ignore_errors=True)
@@ -145,16 +98,9 @@ def attribute(spec: Path, out: Path) -> dict:
     env.pop("PREFECT_API_URL", None)
     cmd = [sys.executable, "-m", "firstfault.cli", "attribute", "--static", str(spec), "--json",
            "--lake", str(out / "lake"), "--warehouse", str(out / "w.duckdb")]
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    memory = TreeMemory(proc.pid)
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - started
-    memory.stop()
-    if proc.returncode != 0:
-        raise RuntimeError(f"attribute failed: {stderr[-2000:]}")
-    verdict = json.loads(stdout)
-    return {"wall_s": wall, "largest_mb": memory.largest / 1e6, "total_mb": memory.total / 1e6,
+    run = measured_run(cmd, env)
+    verdict = json.loads(run.stdout)
+    return {"wall_s": run.wall_s, "largest_mb": run.largest_mb, "total_mb": run.total_mb,
             "stages": json.loads(stage_file.read_text()),
             "verdict": (verdict["verdict"], verdict["domain"], verdict["subdomain"], verdict["culprit_nodes"])}
 
@@ -198,15 +144,8 @@ def main() -> int:
         print(f"  {stage_name:>8}: {seconds:7.2f} s")
     print(f"  {'other':>8}: {main_run['total'] - sum(named.values()) - imports:7.2f} s  (reading, events, fixed cost)")
     print(f"230 KB attempt end to end: {results['230 KB']['wall_s']:.2f} s (target <= 0.8 s)")
-    base = results["base"]["largest_mb"]
-    failed = [name for name in ("4x volume", "95 % progress") if results[name]["largest_mb"] > FLAT_LIMIT * base]
-    for name in ("4x volume", "95 % progress"):
-        print(f"memory: {name} peak {results[name]['largest_mb']:.0f} MB = {results[name]['largest_mb'] / base:.2f}x the base "
-              f"(limit {FLAT_LIMIT}x)")
-    if failed:
-        print(f"FAIL: peak memory not flat ({', '.join(failed)})")
-        return 1
-    return 0
+    peaks = {name: results[name]["largest_mb"] for name in ("4x volume", "95 % progress")}
+    return 0 if memory_is_flat(results["base"]["largest_mb"], peaks) else 1
 
 
 if __name__ == "__main__":

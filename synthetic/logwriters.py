@@ -1,4 +1,4 @@
-"""Line writers shared by the demo (synthetic/demo.py) and the fleet simulator (synthetic/simulate.py).
+"""Line writers shared by the demo (synthetic/demo.py), the fleet simulator (synthetic/simulate.py) and the benchmarks.
 
 A Scenario collects the lines of one attempt in the formats real clusters print: the application log as
 `srun --label` prints it (`<rank>: ` prefixes, `[rankN]:` glog lines, NCCL INFO/WARN lines) and one kernel log per
@@ -10,11 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from random import Random
 
 import yaml
 
 GPUS = 8
 BUS_IDS = ["18", "2a", "3a", "3b", "9a", "ab", "ba", "db"]  # PCI bus of local GPU 0..7
+
+
+def megatron_iteration_line(rank: int, i: int, at: datetime, rng: Random) -> str:
+    """Megatron-LM's training_log line after a padded srun label (~350 bytes): advancing stamps and varying values,
+    so that nothing repeats verbatim (the benchmarks' progress lines)."""
+    return (f"{rank}:  [{at:%Y-%m-%d %H:%M:%S}] iteration {i:8d}/ 2000000 | consumed samples: {i * 1024:12d} | "
+            f"elapsed time per iteration (ms): {rng.uniform(1800, 2100):.1f} | throughput per GPU (TFLOP/s/GPU): "
+            f"{rng.uniform(380, 420):.1f} | learning rate: {3e-4 * rng.uniform(0.5, 1):.6E} | global batch size:  1024 | "
+            f"lm loss: {rng.uniform(1.8, 2.6):.6E} | loss scale: 1.0 | grad norm: {rng.uniform(0.2, 1.2):.3f} | "
+            f"number of skipped iterations:   0 | number of nan iterations:   0 |\n")
 
 
 @dataclass
