@@ -7,6 +7,7 @@ import path). Not part of the CI test run.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import threading
 import time
@@ -67,20 +68,29 @@ class Measured:
     wall_s: float
     largest_mb: float  # peak RSS of the largest process of the tree
     total_mb: float  # peak RSS of the tree's processes together
+    cpu_s: float  # user + system CPU of the tree: what a machine shared with other work inflates least
     stdout: str
 
 
 def measured_run(cmd: Sequence[str], env: dict[str, str]) -> Measured:
     """Run `cmd` as a whole process (start-up included) with its tree's memory sampled; raise when it fails."""
+    cpu_before = children_cpu_s()
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     memory = TreeMemory(proc.pid)
     stdout, stderr = proc.communicate()
     wall = time.perf_counter() - started
+    cpu = children_cpu_s() - cpu_before
     memory.stop()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[-12:])} failed ({proc.returncode}): {stderr[-2000:]}")
-    return Measured(wall, memory.largest / 1e6, memory.total / 1e6, stdout)
+    return Measured(wall, memory.largest / 1e6, memory.total / 1e6, cpu, stdout)
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's ended children and of the descendants they waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def memory_is_flat(base_mb: float, peaks_mb: dict[str, float]) -> bool:
