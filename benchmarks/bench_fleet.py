@@ -219,33 +219,45 @@ def run_nightly(fleet: Path, out: Path, runner: str, env: dict[str, str], since:
             "domain": score["domain_accuracy"], "culprit": score["culprit_accuracy"], "verdict": score["verdict_accuracy"]}
 
 
-def met(ok: bool) -> str:
-    return "met" if ok else "MISSED"
+#: the table's rows: label, figure, format, target as shown, whether a value meets the target
+ROWS = [
+    ("wall s", "wall_s", "{:.1f}", "", None),
+    ("CPU s, all processes", "cpu_s", "{:.1f}", "", None),
+    ("attempts/s", "attempts_s", "{:.2f}", f">= {TARGET_ATTEMPTS_S:.0f}", lambda v: v >= TARGET_ATTEMPTS_S),
+    ("MB/s", "mb_s", "{:.2f}", f">= {TARGET_MB_S:.0f}", lambda v: v >= TARGET_MB_S),
+    ("speed / grep's", "of_grep", "{:.3f}x", "", None),
+    ("peak RSS largest MB", "largest_mb", "{:.0f}", f"<= {TARGET_PEAK_MB:.0f} per process", lambda v: v <= TARGET_PEAK_MB),
+    ("peak RSS all MB", "total_mb", "{:.0f}", "", None),
+    ("attributed", "attributed", "{}", "", None),
+    ("failed", "failed", "{}", "", None),
+    ("domain accuracy", "domain", "{:.1%}", "", None),
+    ("culprit accuracy", "culprit", "{:.1%}", "", None),
+    ("verdict accuracy", "verdict", "{:.1%}", "", None),
+    ("dask / local wall", "of_local", "{:.2f}x", f"<= {TARGET_DASK_RATIO}x", lambda v: v <= TARGET_DASK_RATIO),
+]
 
 
-def print_runners(results: dict[str, dict], attempts: int, total_bytes: int, grep_s: float) -> None:
+def with_rates(results: dict[str, dict], attempts: int, total_bytes: int, grep_s: float) -> dict[str, dict]:
+    """Each runner's run with its throughputs, its speed as a fraction of grep's, and (Dask) its wall against local's."""
+    rated = {runner: {**r, "attempts_s": attempts / r["wall_s"], "mb_s": total_bytes / 1e6 / r["wall_s"],
+                      "of_grep": grep_s / r["wall_s"]} for runner, r in results.items()}
+    rated["dask"]["of_local"] = results["dask"]["wall_s"] / results["local"]["wall_s"]
+    return rated
+
+
+def cell(value, fmt: str, meets) -> str:
+    if value is None:
+        return "n/a"
+    return fmt.format(value) + ("" if meets is None else " met" if meets(value) else " MISSED")
+
+
+def print_runners(rated: dict[str, dict]) -> None:
     """The runners side by side, each figure beside its target."""
-    pct = lambda v: "n/a" if v is None else f"{100 * v:.1f} %"  # noqa: E731
-    rows = [("wall s", lambda r: f"{r['wall_s']:.1f}", None),
-            ("CPU s (all processes)", lambda r: f"{r['cpu_s']:.1f}", None),
-            ("attempts/s", lambda r: f"{attempts / r['wall_s']:.2f} {met(attempts / r['wall_s'] >= TARGET_ATTEMPTS_S)}",
-             f">= {TARGET_ATTEMPTS_S:.0f}"),
-            ("MB/s", lambda r: f"{total_bytes / 1e6 / r['wall_s']:.2f} {met(total_bytes / 1e6 / r['wall_s'] >= TARGET_MB_S)}",
-             f">= {TARGET_MB_S:.0f}"),
-            ("speed / grep's", lambda r: f"{grep_s / r['wall_s']:.3f}x", None),
-            ("peak RSS largest MB", lambda r: f"{r['largest_mb']:.0f} {met(r['largest_mb'] <= TARGET_PEAK_MB)}",
-             f"<= {TARGET_PEAK_MB:.0f} per process"),
-            ("peak RSS all MB", lambda r: f"{r['total_mb']:.0f}", None),
-            ("attributed / failed", lambda r: f"{r['attributed']} / {r['failed']}", None),
-            ("domain accuracy", lambda r: pct(r["domain"]), None),
-            ("culprit accuracy", lambda r: pct(r["culprit"]), None),
-            ("verdict accuracy", lambda r: pct(r["verdict"]), None)]
     print(f"\n{'':<22} {'local':>16} {'dask':>16}   target")
-    for name, cell, target in rows:
-        print(f"{name:<22} {cell(results['local']):>16} {cell(results['dask']):>16}   {target or ''}")
-    ratio = results["dask"]["wall_s"] / results["local"]["wall_s"]
-    print(f"{'dask / local wall':<22} {'':>16} {f'{ratio:.2f}x {met(ratio <= TARGET_DASK_RATIO)}':>16}   "
-          f"<= {TARGET_DASK_RATIO}x")
+    for label, figure, fmt, target, meets in ROWS:
+        local, dask = (cell(rated[runner][figure], fmt, meets) if figure in rated[runner] else ""
+                       for runner in ("local", "dask"))
+        print(f"{label:<22} {local:>16} {dask:>16}   {target}")
 
 
 def check_flat(root: Path, attempts: int, gb: float, base: dict, since: str, until: str) -> bool:
@@ -273,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attempts", type=int, default=FLEET_PROFILE["attempts"], help="attempts of the fleet")
     ap.add_argument("--gb", type=float, default=2.0, help="total log volume to reach by padding (GB, 1e9 bytes)")
     ap.add_argument("--dir", help="work folder; fleets simulated there are reused (default: a temporary folder, removed)")
-    ap.add_argument("--no-flat", action="store_true", help=f"skip the flat-memory check (4x volume, {100 * PROGRESS_SHARE:.0f} %% progress lines)")
+    ap.add_argument("--no-flat", action="store_true",
+                    help=f"skip the flat-memory check (4x volume, {100 * PROGRESS_SHARE:.0f} %% progress lines)")
     args = ap.parse_args(argv)
     if sized_profile(args.attempts, args.gb)["pad_bytes"] == 0:
         ap.error(f"--gb too small: under {UNPADDED_BYTES_PER_ATTEMPT / 1e3:.0f} KB per attempt the fleet has no padding")
@@ -301,7 +314,7 @@ def run_benchmark(root: Path, attempts: int, gb: float, flat: bool) -> int:
         print(f"  prefect server started in {server_s:.1f} s (not counted)", flush=True)
         results["dask"] = run_nightly(fleet, root / "dask", "dask", env, since, until)
     print(f"  dask: {results['dask']['wall_s']:.1f} s", flush=True)
-    print_runners(results, profile["attempts"], total_bytes, grep_s)
+    print_runners(with_rates(results, profile["attempts"], total_bytes, grep_s))
     if not flat:
         return 0
     print(f"\nflat memory (local runner, largest process, limit {FLAT_LIMIT}x the run above):", flush=True)
