@@ -3,8 +3,8 @@ pinned simulator profile FLEET_PROFILE), once with the local runner and once wit
 cluster of 2 worker processes, through Prefect), each as ONE `firstfault nightly --since D1 --until D2` process over
 every night, on separate lakes and warehouses, beside `grep -cE` over the same log files.
 
-Prints, side by side with the targets of issue #12: wall time, attempts/s, MB/s (log bytes / wall), the speed as a
-fraction of grep's, peak RSS of the largest process and of the whole process tree (sampled: Dask workers and the
+Prints, side by side with the targets of issue #12: wall time, CPU seconds of all processes, attempts/s, MB/s (log
+bytes / wall), the speed as a fraction of grep's, peak RSS of the largest process and of the whole process tree (sampled: Dask workers and the
 local runner's shard processes included), the Dask/local wall ratio, and `evaluate`'s accuracy of each warehouse.
 
 Then the flat-memory check (skip it with --no-flat): the local nightly again over the same attempts with 4x the log
