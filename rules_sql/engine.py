@@ -265,8 +265,11 @@ def check_rule_output(con: duckdb.DuckDBPyConnection, rule: Rule) -> None:
 def run_rules(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
     """Create `rule_hits`, `causes`, `outcome`, `evidence_rows` and `verdict_rows` temp tables."""
     create_shared_views(con)
+    builtin = builtin_rules_dir()
     for rule in rules:
-        check_rule_output(con, rule)
+        # a site's rules are checked here (exit 2 naming the file); the built-in ones by `rules lint` in the test suite
+        if rule.hits is not None or rule.path.parent != builtin:
+            check_rule_output(con, rule)
     typed = [
         f"SELECT attempt_id::VARCHAR AS attempt_id, event_id::VARCHAR AS event_id, rule_id::VARCHAR AS rule_id, role::VARCHAR AS role, "
         f"domain::VARCHAR AS domain, subdomain::VARCHAR AS subdomain, culprit_node::VARCHAR AS culprit_node, "
