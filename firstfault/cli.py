@@ -174,9 +174,11 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--attribute", action="store_true", help="also land and attribute every attempt (warehouse DIR/firstfault.duckdb)")
     simulate.set_defaults(handler=_simulate)
 
-    evaluate = _command(sub, "evaluate", help="score a warehouse against a simulated fleet's truth.jsonl")
-    evaluate.add_argument("--truth", required=True, metavar="DIR", help="the --out folder of `firstfault simulate`")
-    evaluate.add_argument("--warehouse", help="DuckDB file (default DIR/firstfault.duckdb)")
+    evaluate = _command(sub, "evaluate", help="score verdicts: a warehouse against a simulated fleet's truth.jsonl, or a real-line corpus")
+    scored = evaluate.add_mutually_exclusive_group(required=True)
+    scored.add_argument("--truth", metavar="DIR", help="the --out folder of `firstfault simulate`")
+    scored.add_argument("--corpus", metavar="DIR", help="a folder of attempts in the fixture format (e.g. tests/corpus), attributed and scored")
+    evaluate.add_argument("--warehouse", help="with --truth: DuckDB file (default DIR/firstfault.duckdb)")
     evaluate.add_argument("--json", action="store_true", help="machine-readable result")
     evaluate.set_defaults(handler=_evaluate)
 
@@ -250,7 +252,7 @@ EXAMPLES = {
              "  firstfault serve --config firstfault.toml",
     "report": "firstfault report --warehouse firstfault.duckdb --out firstfault-report",
     "simulate": "firstfault simulate --nodes 64 --attempts 100 --out fleet --attribute",
-    "evaluate": "firstfault evaluate --truth fleet",
+    "evaluate": "firstfault evaluate --truth fleet\n  firstfault evaluate --corpus tests/corpus --json",
     "rules": "firstfault rules test my-rules/",
     "rules test": "firstfault rules test my-rules/ --config firstfault.toml",
     "rules lint": "firstfault rules lint --json",
@@ -414,19 +416,32 @@ def _simulate(args) -> int:
 
 
 def _evaluate(args) -> int:
+    from firstfault.scorecard import render
+
+    if args.corpus:
+        from firstfault.rules_sql.corpus import evaluate_corpus
+
+        if args.warehouse:
+            raise BadInput("<command line>", "--warehouse", "only with --truth: a corpus is attributed afresh")
+        result, title = evaluate_corpus(args.corpus), f"real-line corpus {args.corpus}"
+    else:
+        result, title = _evaluate_fleet(args.truth, args.warehouse), f"simulated fleet {args.truth}"
+    print(json.dumps(result, default=str) if args.json else render(result, title))
+    return 0
+
+
+def _evaluate_fleet(folder: str, warehouse: str | None) -> dict:
     from pathlib import Path
 
-    from firstfault.synthetic.simulate import evaluate, render
+    from firstfault.synthetic.simulate import evaluate
 
-    truth = Path(args.truth) / "truth.jsonl"
+    truth = Path(folder) / "truth.jsonl"
     if not truth.is_file():
         raise BadInput(str(truth), "truth", "no truth.jsonl (run `firstfault simulate --out DIR` first)")
-    warehouse = args.warehouse or str(Path(args.truth) / "firstfault.duckdb")
+    warehouse = warehouse or str(Path(folder) / "firstfault.duckdb")
     if not Path(warehouse).is_file():
         raise BadInput(warehouse, "warehouse", "no such DuckDB file (run `firstfault simulate --attribute` first)")
-    result = evaluate(args.truth, warehouse)
-    print(json.dumps(result, default=str) if args.json else render(result))
-    return 0
+    return evaluate(folder, warehouse)
 
 
 def _demo(args) -> int:
@@ -439,10 +454,11 @@ def _demo(args) -> int:
     if args.fleet > 0 and not args.json:
         from pathlib import Path
 
-        from firstfault.synthetic.simulate import evaluate, render
+        from firstfault.scorecard import render
+        from firstfault.synthetic.simulate import evaluate
 
-        print(f"\nsimulated fleet ({Path(args.dir) / 'fleet'}, truth.jsonl), scored against the warehouse:")
-        print("\n".join(render(evaluate(Path(args.dir) / "fleet", warehouse)).splitlines()[:6]))
+        card = render(evaluate(Path(args.dir) / "fleet", warehouse), f"simulated fleet {Path(args.dir) / 'fleet'}")
+        print("\n" + card.split("\n\n")[0])  # the measures, without the matrix and the lists
     if not args.json:
         print(f"\nwarehouse: {warehouse}\ntry: firstfault sql --warehouse {warehouse} \"SELECT attempt_id, verdict, domain, subdomain FROM attributions\"")
     return 0

@@ -21,7 +21,7 @@ from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attem
 from firstfault.warehouse.read import verdict_summaries
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
-from firstfault import progress
+from firstfault import progress, scorecard
 from firstfault.run import load_rule_set, run_attempts
 
 T0 = datetime(2026, 11, 1, 0, 0, 0, tzinfo=timezone.utc)
@@ -476,73 +476,11 @@ def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, 
 
 def evaluate(directory: str | Path, warehouse: str | Path) -> dict:
     """Score the warehouse's verdicts against truth.jsonl (see `firstfault evaluate`)."""
-    truth = read_truth(directory)
-    rows = verdict_summaries(str(warehouse))
-    got = {r[0]: {"verdict": r[1], "domain": r[2], "subdomain": r[3], "culprit_nodes": sorted(r[4] or [])} for r in rows}
-    n = {"attempts": len(truth), "scored": 0, "missing": 0}
-    verdict_ok = domain_ok = culprit_ok = sub_ok = failures = 0
-    confident_wrong: list[dict] = []
-    misses: list[dict] = []
-    confusion: dict[str, dict[str, int]] = {}
-    for t in truth:
-        g = got.get(t["attempt_id"])
-        if g is None:
-            n["missing"] += 1
-            continue
-        n["scored"] += 1
-        if g["verdict"] == t["verdict"]:
-            verdict_ok += 1
-        if t["verdict"] == "not_failed":
-            continue
-        exp_d, got_d = str(t["domain"]) if t["attributable"] else f"({t['verdict']})", str(g["domain"]) if g["verdict"] == "attributed" else f"({g['verdict']})"
-        confusion.setdefault(exp_d, {}).setdefault(got_d, 0)
-        confusion[exp_d][got_d] += 1
-        if not t["attributable"]:
-            if g["verdict"] == "attributed":
-                confident_wrong.append({**_brief(t), "got": g})
-            continue
-        failures += 1
-        d_ok = g["verdict"] == "attributed" and g["domain"] == t["domain"]
-        c_ok = g["verdict"] == "attributed" and g["culprit_nodes"] == sorted(t["culprit_nodes"])
-        domain_ok += d_ok
-        culprit_ok += c_ok
-        sub_ok += g["verdict"] == "attributed" and g["subdomain"] == t["subdomain"]
-        if g["verdict"] == "attributed" and not (d_ok and c_ok):
-            confident_wrong.append({**_brief(t), "got": g})
-        elif not (d_ok and c_ok):
-            misses.append({**_brief(t), "got": g})
-    ratio = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
-    return {
-        **n, "attributable_failures": failures,
-        "verdict_accuracy": ratio(verdict_ok, n["scored"]),
-        "domain_accuracy": ratio(domain_ok, failures),
-        "culprit_accuracy": ratio(culprit_ok, failures),
-        "subdomain_accuracy": ratio(sub_ok, failures),
-        "confident_wrong": len(confident_wrong), "confident_wrong_attempts": confident_wrong,
-        "misses": misses, "confusion": confusion,
-    }
+    got = {r[0]: {"verdict": r[1], "domain": r[2], "subdomain": r[3], "culprit_nodes": r[4]} for r in verdict_summaries(str(warehouse))}
+    return scorecard.score([(t["attempt_id"], _expectation(t), got.get(t["attempt_id"]), []) for t in read_truth(directory)])
 
 
-def _brief(t: dict) -> dict:
-    return {k: t[k] for k in ("attempt_id", "kind", "verdict", "domain", "subdomain", "culprit_nodes")}
-
-
-def render(result: dict) -> str:
-    pct = lambda v: "n/a" if v is None else f"{100 * v:.1f} %"  # noqa: E731
-    out = [f"attempts {result['attempts']} (scored {result['scored']}, missing {result['missing']}), attributable failures {result['attributable_failures']}",
-           f"verdict accuracy    {pct(result['verdict_accuracy'])}",
-           f"domain accuracy     {pct(result['domain_accuracy'])}",
-           f"culprit accuracy    {pct(result['culprit_accuracy'])}",
-           f"subdomain accuracy  {pct(result['subdomain_accuracy'])}",
-           f"confident wrong     {result['confident_wrong']}", "", "confusion (rows: expected domain, columns: got domain)"]
-    cols = sorted({c for row in result["confusion"].values() for c in row})
-    width = max([len(c) for c in cols] + [14])
-    out.append("".ljust(width) + "  " + "  ".join(c.rjust(width) for c in cols))
-    for exp in sorted(result["confusion"]):
-        out.append(exp.ljust(width) + "  " + "  ".join(str(result["confusion"][exp].get(c, 0)).rjust(width) for c in cols))
-    for title, key in (("confident wrong", "confident_wrong_attempts"), ("misses (not attributed)", "misses")):
-        if result[key]:
-            out += ["", f"{title}:"]
-            out += [f"  {m['attempt_id']} {m['kind']}: expected {m['verdict']} {m['domain']}/{m['subdomain']} {m['culprit_nodes']} "
-                    f"got {m['got']['verdict']} {m['got']['domain']}/{m['got']['subdomain']} {m['got']['culprit_nodes']}" for m in result[key][:40]]
-    return "\n".join(out)
+def _expectation(t: dict) -> dict:
+    """What truth.jsonl scores: every field of an attributable failure, only the verdict of the other attempts."""
+    keys = ("verdict", "domain", "subdomain", "culprit_nodes") if t["verdict"] == "attributed" else ("verdict",)
+    return {"kind": t["kind"], **{k: t[k] for k in keys}}
