@@ -167,10 +167,13 @@ def _parser() -> argparse.ArgumentParser:
 
     simulate = _command(sub, "simulate", help="write a simulated fleet (logs in real formats + truth.jsonl)")
     simulate.add_argument("--nodes", type=int, default=256, help="nodes in the fleet")
-    simulate.add_argument("--attempts", type=int, default=500, help="attempts to write")
+    simulate.add_argument("--attempts", type=int, default=500, help="jobs to write (each a first attempt; requeues add more)")
     simulate.add_argument("--days", type=int, default=7, help="start times spread over this many days")
     simulate.add_argument("--out", required=True, metavar="DIR", help="where topology.yaml, catalog/ and truth.jsonl go")
     simulate.add_argument("--seed", type=int, default=0, help="random seed: the same seed writes the same fleet")
+    simulate.add_argument("--metrics", action="store_true", help="also write each attempt's metrics CSV (DCGM and IB counters the injected faults move)")
+    simulate.add_argument("--requeue-share", type=float, default=0.0, metavar="SHARE",
+                          help="share of failed jobs run again as attempts 1, 2, ... (Slurm requeue, restarts)")
     simulate.add_argument("--attribute", action="store_true", help="also land and attribute every attempt (warehouse DIR/firstfault.duckdb)")
     simulate.set_defaults(handler=_simulate)
 
@@ -408,8 +411,12 @@ def _simulate(args) -> int:
 
     if args.nodes < 1 or args.attempts < 1 or args.days < 1:
         raise BadInput("<command line>", "--nodes/--attempts/--days", "must be at least 1")
-    truth = simulate(args.out, nodes=args.nodes, attempts=args.attempts, days=args.days, seed=args.seed)
-    print(f"wrote {args.attempts} attempts on {args.nodes} nodes; truth: {truth}")
+    if not 0 <= args.requeue_share <= 1:
+        raise BadInput("<command line>", "--requeue-share", "must be between 0 and 1")
+    truth = simulate(args.out, nodes=args.nodes, attempts=args.attempts, days=args.days, seed=args.seed,
+                     metrics=args.metrics, requeue_share=args.requeue_share)
+    written = len(truth.read_text(encoding="utf-8").splitlines())
+    print(f"wrote {written} attempts of {args.attempts} jobs on {args.nodes} nodes; truth: {truth}")
     if args.attribute:
         print(f"warehouse: {attribute_fleet(args.out)}")
     return 0

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 from firstfault.connectors.static_context import load_static_context
 from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attempt
+from firstfault.synthetic.metrics import metrics_csv
 from firstfault.warehouse.read import verdict_summaries
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
@@ -70,6 +71,13 @@ class Fleet:
     topology: dict[str, dict]
     lemons: list[str]
     bad_port_node: str
+
+
+@dataclass
+class Job:
+    workload: str
+    nodes: list[str]
+    gpu_model: str
 
 
 def _fleet(rng: random.Random, n: int, lemons: int = 2) -> Fleet:
@@ -360,7 +368,7 @@ def _pad(s: Scenario, rng: random.Random, target: int) -> None:
 def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: int = 7, seed: int = 0,
              lines: tuple[int, int] = (150, 1500), lemons: int = 2, lemon_share: float = 0.25,
              bad_port_share: float = 0.5, weights: dict[str, float] | None = None, pad_bytes: int = 0,
-             max_job_nodes: int = 0) -> Path:
+             max_job_nodes: int = 0, metrics: bool = False, requeue_share: float = 0.0) -> Path:
     """Write a simulated fleet under `out`; return the path of truth.jsonl.
 
     Repeat offenders: `lemons` lemon nodes take a hardware fault's blame with probability `lemon_share`; the node
@@ -368,13 +376,17 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
     DIR/fleet_truth.json). `weights` overrides FAULTS weights per kind (e.g. {"ib_link": 150} so that a small fleet
     still sees several link faults). `pad_bytes` pads each attempt's app log with ~that many bytes of benign noise
     lines (for benchmarks: volume without more attempts). `max_job_nodes` caps a job's size (0: the fleet's size;
-    small jobs make small, fast fleets for tests). The defaults reproduce the original fleets exactly. An interrupted
+    small jobs make small, fast fleets for tests). `metrics` writes each attempt's metrics file (synthetic/metrics.py:
+GPU temperature, Xid, ECC and NVLink counters, IB link counters, moved by the injected hardware and link faults).
+`requeue_share` is the share of failed jobs that Slurm's requeue or a restart script runs again (attempts 1, 2, ...,
+each with its own truth row; see `_requeue`). The defaults (no metrics, no requeues) reproduce the original fleets
+exactly: the new options draw from random streams of their own. An interrupted
     or failed run into a new folder removes it: nothing half-written is left to be mistaken for a fleet."""
     out = Path(out)
     fresh = not out.exists()
     try:
         return _write_fleet(out, nodes, attempts, days, seed, lines, lemons, lemon_share, bad_port_share, weights, pad_bytes,
-                            max_job_nodes)
+                            max_job_nodes, metrics, requeue_share)
     except BaseException:
         if fresh:
             shutil.rmtree(out, ignore_errors=True)
@@ -383,7 +395,7 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
 
 def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lines: tuple[int, int], lemons: int,
                  lemon_share: float, bad_port_share: float, weights: dict[str, float] | None, pad_bytes: int,
-                 max_job_nodes: int) -> Path:
+                 max_job_nodes: int, metrics: bool, requeue_share: float) -> Path:
     rng = random.Random(seed)
     pad_rng = random.Random(f"pad-{seed}")  # its own stream: padding never shifts the faults of a seed
     fleet = _fleet(rng, nodes, lemons)
@@ -422,37 +434,79 @@ def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lin
         start = T0 + timedelta(seconds=rng.uniform(0, days * 86400))
         start = start.replace(microsecond=0)
         end = start + timedelta(minutes=rng.uniform(30, 240))
-        workload = f"job-{i:05d}"
-        s = Scenario(workload, job_nodes, start, end.replace(microsecond=0), "FAILED", "1:0", kernel_format=rng.choice(KERNEL_FORMATS))
-        s.skew = {n: rng.uniform(-2.0, 2.0) for n in job_nodes}
-        if rng.random() < 0.05:  # occasionally one node's clock is well off
-            s.skew[rng.choice(job_nodes)] = rng.choice((-1, 1)) * rng.uniform(5, 30)
-        s.silent_after = {}
-        culprits, roots, over = _build(kind, s, rng, gpu_model, culprit, second)
-        if kind == "success":
-            over = {"state": "COMPLETED", "exit_code": "0:0"}
-        _noise(s, rng, rng.randint(*lines))
-        if pad_bytes > 0:
-            _pad(s, pad_rng, pad_bytes)
-        for node, t in s.silent_after.items():
-            s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
-        day = f"{start:%Y-%m-%d}"
-        folder = out / "catalog" / day / f"{workload}-0"
-        write_attempt(folder, s, workload=workload, cluster=CLUSTER, gpu_model=gpu_model,
-                      state=over.get("state", s.state), exit_code=over.get("exit_code", s.exit_code))
-        _, verdict, domain, subdomain, attributable = FAULTS[kind]
-        truth_lines.append({
-            "attempt_id": f"{CLUSTER}/{workload}/0", "spec": str(Path("catalog") / day / f"{workload}-0" / "attempt.yaml"),
-            "kind": kind, "verdict": verdict, "domain": domain, "subdomain": subdomain,
-            "culprit_nodes": culprits, "attributable": attributable, "gpu_model": gpu_model, "nodes": len(job_nodes),
-            "root_lines": roots, "max_abs_skew_s": round(max(abs(v) for v in s.skew.values()), 3),
-        })
+        job = Job(f"job-{i:05d}", job_nodes, gpu_model)
+        first, end = _write_attempt(out, job, 0, kind, culprit, second, start, end, rng, lines, pad_rng, pad_bytes, metrics, seed)
+        truth_lines.append(first)
+        requeues = random.Random(f"requeue-{seed}-{i}")  # its own stream: requeues never shift the first attempts
+        if requeues.random() < requeue_share:
+            truth_lines += _requeue(out, fleet, job, first, end, requeues, kinds, weights, lines, metrics, seed)
     path = out / "truth.jsonl"
     path.write_text("".join(json.dumps(t, sort_keys=True) + "\n" for t in truth_lines), encoding="utf-8")
     written.close(ok=True)
     return path
 
 
+
+
+def _write_attempt(out: Path, job: Job, attempt: int, kind: str, culprit: str, second: str | None, start: datetime,
+                   end: datetime, rng: random.Random, lines: tuple[int, int], pad_rng: random.Random, pad_bytes: int,
+                   metrics: bool, seed: int) -> tuple[dict, datetime]:
+    """Inject `kind` into one attempt of `job`, write its folder; return its truth row and its end."""
+    s = Scenario(job.workload, job.nodes, start, end.replace(microsecond=0), "FAILED", "1:0", kernel_format=rng.choice(KERNEL_FORMATS))
+    s.skew = {n: rng.uniform(-2.0, 2.0) for n in job.nodes}
+    if rng.random() < 0.05:  # occasionally one node's clock is well off
+        s.skew[rng.choice(job.nodes)] = rng.choice((-1, 1)) * rng.uniform(5, 30)
+    s.silent_after = {}
+    culprits, roots, over = _build(kind, s, rng, job.gpu_model, culprit, second)
+    if kind == "success":
+        over = {"state": "COMPLETED", "exit_code": "0:0"}
+    _noise(s, rng, rng.randint(*lines))
+    if pad_bytes > 0:
+        _pad(s, pad_rng, pad_bytes)
+    for node, t in s.silent_after.items():
+        s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
+    day = f"{start:%Y-%m-%d}"
+    folder = out / "catalog" / day / f"{job.workload}-{attempt}"
+    metrics_text = metrics_csv(s, roots, random.Random(f"metrics-{seed}-{job.workload}-{attempt}")) if metrics else None
+    write_attempt(folder, s, workload=job.workload, cluster=CLUSTER, gpu_model=job.gpu_model, attempt=attempt,
+                  state=over.get("state", s.state), exit_code=over.get("exit_code", s.exit_code), metrics=metrics_text)
+    _, verdict, domain, subdomain, attributable = FAULTS[kind]
+    return {
+        "attempt_id": f"{CLUSTER}/{job.workload}/{attempt}", "spec": str(Path("catalog") / day / f"{job.workload}-{attempt}" / "attempt.yaml"),
+        "kind": kind, "verdict": verdict, "domain": domain, "subdomain": subdomain,
+        "culprit_nodes": culprits, "attributable": attributable, "gpu_model": job.gpu_model, "nodes": len(job.nodes),
+        "root_lines": roots, "max_abs_skew_s": round(max(abs(v) for v in s.skew.values()), 3),
+    }, s.end
+
+
+def _requeue(out: Path, fleet: Fleet, job: Job, failed: dict, end: datetime, rng: random.Random, kinds: list[str],
+             weights: list[float], lines: tuple[int, int], metrics: bool, seed: int) -> list[dict]:
+    """Attempts 1, 2, ... of a failed job, as Slurm's requeue or a restart script runs them: on the same nodes, except
+    a node blamed for an infrastructure, hardware or network fault, which is drained and replaced. An application
+    fault comes back (the bug is still there); otherwise the job mostly runs through. Stops at a success or a cancel."""
+    rows = [failed]
+    for attempt in range(1, 1 + rng.randint(1, 2)):
+        last = rows[-1]
+        if last["verdict"] == "not_failed" or last["kind"] == "cancelled":
+            break
+        nodes = list(job.nodes)
+        for node in last["culprit_nodes"] if last["domain"] in ("infrastructure", "hardware", "network") else ():
+            nodes[nodes.index(node)] = rng.choice([n for n in fleet.nodes if n not in nodes])
+        job = Job(job.workload, sorted(nodes), job.gpu_model)
+        if last["domain"] == "application":
+            kind = last["kind"]
+        elif rng.random() < 0.6:
+            kind = "success"
+        else:
+            kind = rng.choices([k for k in kinds if len(nodes) > 1 or k not in NEEDS_PEERS],
+                               [w for k, w in zip(kinds, weights) if len(nodes) > 1 or k not in NEEDS_PEERS])[0]
+        culprit = rng.choice(job.nodes)
+        second = rng.choice([n for n in job.nodes if n != culprit]) if kind == "ambiguous" else None
+        start = (end + timedelta(seconds=rng.uniform(60, 600))).replace(microsecond=0)
+        row, end = _write_attempt(out, job, attempt, kind, culprit, second, start, start + timedelta(minutes=rng.uniform(30, 240)),
+                                  rng, lines, rng, 0, metrics, seed)
+        rows.append(row)
+    return rows[1:]
 
 
 def read_truth(directory: str | Path) -> list[dict]:
