@@ -423,7 +423,7 @@ def _simulate(args) -> int:
 
 
 def _evaluate(args) -> int:
-    from firstfault.scorecard import render
+    from firstfault.synthetic.scorecard import render
 
     if args.corpus:
         from firstfault.rules_sql.corpus import evaluate_corpus
@@ -461,7 +461,7 @@ def _demo(args) -> int:
     if args.fleet > 0 and not args.json:
         from pathlib import Path
 
-        from firstfault.scorecard import render
+        from firstfault.synthetic.scorecard import render
         from firstfault.synthetic.simulate import evaluate
 
         card = render(evaluate(Path(args.dir) / "fleet", warehouse), f"simulated fleet {Path(args.dir) / 'fleet'}")

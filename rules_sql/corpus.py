@@ -1,11 +1,11 @@
 """A real-line corpus scored (`firstfault evaluate --corpus DIR`): multi-node attempts in the fixture format of
 docs/rules.md, each expecting what a person reading its lines would conclude, attributed in one run and scored by
-the scorecard the simulated fleet uses (firstfault/scorecard.py)."""
+the scorecard the simulated fleet uses (synthetic/scorecard.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from firstfault import scorecard
+from firstfault.synthetic import scorecard
 from firstfault.errors import BadInput
 from firstfault.rules_sql.cases import attribute_cases, load_cases
 

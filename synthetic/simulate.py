@@ -22,7 +22,8 @@ from firstfault.synthetic.metrics import metrics_csv
 from firstfault.warehouse.read import verdict_summaries
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
-from firstfault import progress, scorecard
+from firstfault import progress
+from firstfault.synthetic import scorecard
 from firstfault.run import load_rule_set, run_attempts
 
 T0 = datetime(2026, 11, 1, 0, 0, 0, tzinfo=timezone.utc)
