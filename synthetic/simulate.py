@@ -2,9 +2,11 @@
 
 `simulate` writes DIR/topology.yaml (node -> leaf switch and port), DIR/catalog/<day>/<attempt>/ (static context and
 logs in the line formats real clusters print, through the shared writers of synthetic/logwriters.py),
-DIR/truth.jsonl and DIR/fleet_truth.json (the injected repeat offenders: lemon nodes and the bad switch port). The truth of every attempt comes ONLY from the fault that was injected into it (the FAULTS table
-below), never from the rules. The failure mix follows the Llama 3 405B interruption table
-plus application failures and lifecycle endings. Deterministic for a seed.
+DIR/truth.jsonl and DIR/fleet_truth.json (the injected repeat offenders: lemon nodes and the bad switch port). The
+truth of every attempt comes ONLY from the fault that was injected into it (the FAULTS table below), never from the
+rules. Optionally each attempt's metrics (synthetic/metrics.py) and requeued attempts of failed jobs; `evaluate`
+scores a warehouse against the truth (synthetic/scorecard.py). The failure mix follows the Llama 3 405B interruption
+table plus application failures and lifecycle endings. Deterministic for a seed.
 """
 from __future__ import annotations
 
@@ -378,11 +380,11 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
     still sees several link faults). `pad_bytes` pads each attempt's app log with ~that many bytes of benign noise
     lines (for benchmarks: volume without more attempts). `max_job_nodes` caps a job's size (0: the fleet's size;
     small jobs make small, fast fleets for tests). `metrics` writes each attempt's metrics file (synthetic/metrics.py:
-GPU temperature, Xid, ECC and NVLink counters, IB link counters, moved by the injected hardware and link faults).
-`requeue_share` is the share of failed jobs that Slurm's requeue or a restart script runs again (attempts 1, 2, ...,
-each with its own truth row; see `_requeue`). The defaults (no metrics, no requeues) reproduce the original fleets
-exactly: the new options draw from random streams of their own. An interrupted
-    or failed run into a new folder removes it: nothing half-written is left to be mistaken for a fleet."""
+    GPU temperature, Xid, ECC and NVLink counters, IB link counters, moved by the injected hardware and link faults).
+    `requeue_share` is the share of failed jobs that Slurm's requeue or a restart script runs again (attempts 1, 2,
+    ..., each with its own truth row; see `_requeue`). The defaults (no metrics, no requeues) reproduce the original
+    fleets exactly: those options draw from random streams of their own. An interrupted or failed run into a new
+    folder removes it: nothing half-written is left to be mistaken for a fleet."""
     out = Path(out)
     fresh = not out.exists()
     try:
@@ -445,8 +447,6 @@ def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lin
     path.write_text("".join(json.dumps(t, sort_keys=True) + "\n" for t in truth_lines), encoding="utf-8")
     written.close(ok=True)
     return path
-
-
 
 
 def _write_attempt(out: Path, job: Job, attempt: int, kind: str, culprit: str, second: str | None, start: datetime,
