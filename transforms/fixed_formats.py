@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from firstfault.transforms.decorations import _DATE, _HMS, _MON, strip_decorations
+from firstfault.transforms.decorations import _DATE, _DOW, _HMS, _MON, strip_decorations
 
 _WORD = r"[\w.()\[\]-]*:?(?: |$)"  # a first word that cannot start an NCCL prefix
 # what is left after the layers a shape reads: no later layer can match it (module docstring)
@@ -116,6 +116,15 @@ def _syslog_kernel(lf: pl.LazyFrame) -> pl.LazyFrame:
     ).drop("_host_len", "_mono_end")
 
 
+def _dmesg_t(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """`dmesg -T` stamp "[Sun Nov 29 01:49:00 2026] " (day space-padded or two digits)."""
+    raw = pl.col("raw")
+    return lf.with_columns(
+        _dt_mon=raw.str.slice(5, 3), _dt_day=raw.str.slice(9, 2).str.strip_chars_start(" "),
+        _dt_time=raw.str.slice(12, 8), _dt_year=raw.str.slice(21, 4), msg=raw.str.slice(26 + _at(26, " ")),
+    )
+
+
 @dataclass(frozen=True)
 class _Shape:
     fits: str  # anchored at the line's start, no captures
@@ -134,6 +143,7 @@ FORMATS: dict[str, tuple[_Shape, ...]] = {
     "syslog_kernel": (
         _Shape(rf"{_MON} (?: \d|\d\d) {_HMS} [\w.-]+ kernel: \[ *\d+\.\d+\] ?{_PLAIN}", (_syslog_kernel,)),
     ),
+    "dmesg_t": (_Shape(rf"\[{_DOW} {_MON} (?: \d|\d\d) {_HMS} \d{{4}}\] ?{_PLAIN}", (_dmesg_t,)),),
 }
 _SAMPLE_LINES = 64
 _SAMPLE_BYTES = 64 * 1024

@@ -27,6 +27,8 @@ CTX = context_from_dict({"workload_id": "lines", "start": "2026-11-29T00:00:00Z"
 # lines at the edges of the shapes: those a shape reads (CR, U+FFFD and very long lines included) and those it
 # leaves to the general path
 READ = [
+    "[Sun Nov  1 01:45:20 2026] mlx5_core 0000:5e:00.0: Link up",
+    "[Sun Nov 29 01:45:20 2026]NVRM: Xid 79",
     "3: [2026-11-29 01:00:00] Iteration 5",
     "3: [2026-11-29 01:00:00] ",
     "3: [2026-11-29 01:00:00] gpu-1:12:13 [0] net.cc:1 NCCL WARN x",
@@ -46,6 +48,9 @@ READ = [
     "3: [2026-11-29 01:00:00] " + "long " * 20_000,  # far longer than a piece reads at once
 ]
 LEFT = [
+    "[Sun Nov 29 01:45:20 2026] systemd[1]: Started", "[Sun Nov 1 01:45:20 2026] one space",
+    "[Sun Nov 29 01:45:20 2026]  two spaces", "[Sun Nov 29 01:45:20 2026] [T12] caller tag",
+    "[Mon Nov 29 01:45:20 26] short year", "[Sun Nov 29 01:45:20 2026] E1129 01:00:00.1 x",
     "3: [2026-11-29 01:00:00] error: *** JOB 1 ON x CANCELLED AT 2026-11-29T01:00:00 ***",
     "3: [2026-11-29 01:00:00] slurmstepd: error: *** STEP 1.0 ON x CANCELLED AT 2026-11-29T01:00:00 ***",
     "3: [2026-11-29 01:00:00]   time      : 2026-11-29_01:00:00",
@@ -117,6 +122,7 @@ def test_the_edge_lines_that_fit_a_shape_are_read_and_the_others_left():
 @pytest.mark.parametrize("lines, expected", [
     (["   7:  [2026-11-29 01:00:00] iteration 1"] * 3 + ["plain"] * 2, "srun"),
     (["Nov 29 01:00:00 gpu-001 kernel: [1.5] x", "", "", "plain"], "syslog_kernel"),
+    (["[Sun Nov 29 01:45:20 2026] x", "plain"], "dmesg_t"),
     (["plain", "plain", "3: [2026-11-29 01:00:00] x"], None),
     ([], None),
 ])
