@@ -173,21 +173,21 @@ def detect_format(lines: Sequence[str]) -> str | None:
 
 def strip_fixed_formats(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Split `lines` (``raw``, ``_format`` and any other columns) into the lines their file's format reads, with
-    the columns of ``strip_decorations`` in its order, and the others (without ``_format``)."""
+    the columns of ``strip_decorations`` in its order, and the others (without ``_format``). Each shape is tried on
+    the lines of its format that no earlier shape took."""
     schema = strip_decorations(pl.LazyFrame(schema=lines.drop("_format").schema)).collect_schema()
-    lines = lines.with_columns(_shape=pl.lit(None, pl.Int32))
-    shapes = [(name, i, shape) for name, format_shapes in FORMATS.items() for i, shape in enumerate(format_shapes)]
-    for number, (name, _, shape) in enumerate(shapes):
-        unread = pl.col("_shape").is_null() & (pl.col("_format") == name)
-        lines = lines.with_columns(_shape=pl.when(unread & _fits(shape)).then(pl.lit(number, pl.Int32)).otherwise("_shape"))
-    read = []
-    for (number,), part in lines.filter(pl.col("_shape").is_not_null()).partition_by("_shape", as_dict=True).items():
-        lf = part.drop("_format", "_shape").lazy()
-        for step in shapes[number][2].steps:
-            lf = step(lf)
-        read.append(_conform(lf, schema))
-    rest = lines.filter(pl.col("_shape").is_null()).drop("_format", "_shape")
-    return (pl.concat(read) if read else pl.DataFrame(schema=schema)), rest
+    read, rest = [], [lines.filter(pl.col("_format").is_null())]
+    for (name,), part in lines.filter(pl.col("_format").is_not_null()).partition_by("_format", as_dict=True).items():
+        for shape in FORMATS[name]:
+            fits = part.select(_fits(shape)).to_series()
+            if fits.any():
+                lf = part.filter(fits).drop("_format").lazy()
+                for step in shape.steps:
+                    lf = step(lf)
+                read.append(_conform(lf, schema))
+                part = part.filter(~fits)
+        rest.append(part)
+    return (pl.concat(read) if read else pl.DataFrame(schema=schema)), pl.concat(rest).drop("_format")
 
 
 def _conform(lf: pl.LazyFrame, schema: pl.Schema) -> pl.DataFrame:
