@@ -38,10 +38,6 @@ def _at(offset: pl.Expr | int, text: str) -> pl.Expr:
     return (pl.col("raw").str.slice(offset, 1) == text).cast(pl.Int64)
 
 
-def _offset(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Int64)
-
-
 def _srun_label(lf: pl.LazyFrame) -> pl.LazyFrame:
     """`srun_label` and `_body` (where the text after the label starts); the label has no ':', so its end is the
     line's first one."""
@@ -53,7 +49,7 @@ def _srun_label(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 def _cut_py_stamp(lf: pl.LazyFrame) -> pl.LazyFrame:
     """The Python/Megatron stamp at `_body` (after an optional space): its parts, and `msg` after it."""
-    lf = lf.with_columns(_stamp=_offset("_body") + _at(pl.col("_body"), " ") + 1)
+    lf = lf.with_columns(_stamp=pl.col("_body") + _at(pl.col("_body"), " ") + 1)
     stamp = pl.col("_stamp")
     return lf.with_columns(
         _py_date=pl.col("raw").str.slice(stamp, 10), _py_time=pl.col("raw").str.slice(stamp + 11, 8),

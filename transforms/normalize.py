@@ -36,7 +36,7 @@ def normalize_lines(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, *, fast
 
 def _stripped(lines: pl.DataFrame, fast: bool) -> pl.LazyFrame:
     """`strip_decorations` of the lines, those of known formats cut at fixed positions (fixed_formats.py)."""
-    if not fast or "_format" not in lines.columns:
+    if not fast or "_format" not in lines.columns or lines.get_column("_format").null_count() == lines.height:
         return strip_decorations(lines.drop("_format", strict=False).lazy())
     read, rest = strip_fixed_formats(lines.with_row_index("_row"))
     parts = [read, strip_decorations(rest.lazy()).collect()] if rest.height else [read]
