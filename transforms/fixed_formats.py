@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import polars as pl
 
@@ -167,28 +168,47 @@ def detect_format(lines: Sequence[str]) -> str | None:
     return best if shares[best] >= 0.5 else None
 
 
-def strip_fixed_formats(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Split `lines` (``raw``, ``_format`` and any other columns) into the lines their file's format reads, with
-    the columns of ``strip_decorations`` in its order, and the others (without ``_format``). Each shape is tried on
-    the lines of its format that no earlier shape took."""
-    schema = strip_decorations(pl.LazyFrame(schema=lines.drop("_format").schema)).collect_schema()
+def read_fixed_formats(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split `lines` (``_row``, ``raw``, ``_format`` and any other columns) into the decoration columns that the
+    shapes of their files' formats read (``_row`` and the columns some shape sets) and the lines no shape reads
+    (without ``_format``). Each shape is tried on the lines of its format that no earlier shape took."""
+    types = _decoration_types()
     read, rest = [], [lines.filter(pl.col("_format").is_null())]
     for (name,), part in lines.filter(pl.col("_format").is_not_null()).partition_by("_format", as_dict=True).items():
         for shape in FORMATS[name]:
             fits = part.select(_fits(shape)).to_series()
             if fits.any():
-                lf = part.filter(fits).drop("_format").lazy()
+                lf = part.filter(fits).select("_row", "raw").lazy()
                 for step in shape.steps:
                     lf = step(lf)
-                read.append(_conform(lf, schema))
+                found = [c for c in lf.collect_schema() if c in types]
+                read.append(lf.select("_row", *(pl.col(c).cast(types[c]) for c in found)).collect())
                 part = part.filter(~fits)
         rest.append(part)
-    return (pl.concat(read) if read else pl.DataFrame(schema=schema)), pl.concat(rest).drop("_format")
+    read_columns = pl.concat(read, how="diagonal") if read else pl.DataFrame(schema={"_row": pl.UInt32})
+    return read_columns, pl.concat(rest).drop("_format")
 
 
-def _conform(lf: pl.LazyFrame, schema: pl.Schema) -> pl.DataFrame:
-    """The columns of ``strip_decorations``, in its order and types; those the shape does not read are null."""
-    have = lf.collect_schema()
-    return lf.select(
-        pl.col(name).cast(dtype) if name in have else pl.lit(None, dtype).alias(name) for name, dtype in schema.items()
-    ).collect()
+def strip_by_format(lines: pl.DataFrame) -> pl.DataFrame:
+    """``strip_decorations`` of `lines` (with ``_format``, dropped): the lines of known formats cut at fixed
+    positions, the others by ``strip_decorations``. Only the decoration columns some line has are put back in line
+    order; the input columns keep theirs."""
+    types = _decoration_types()
+    lines = lines.with_row_index("_row")
+    read, rest = read_fixed_formats(lines)
+    parts = [read]
+    if rest.height:
+        general = strip_decorations(rest.lazy()).collect()
+        parts.append(general.select("_row", *(c for c in types if general.get_column(c).null_count() < general.height)))
+    found = pl.concat(parts, how="diagonal").sort("_row").drop("_row")
+    return lines.drop("_row", "_format").hstack(found).select(
+        pl.all().exclude(*types),
+        *(pl.col(c) if c in found.columns else pl.lit(None, dtype).alias(c) for c, dtype in types.items()),
+    )
+
+
+@cache
+def _decoration_types() -> dict[str, pl.DataType]:
+    """The columns ``strip_decorations`` adds, in its order, with their types."""
+    schema = strip_decorations(pl.LazyFrame(schema={"raw": pl.String})).collect_schema()
+    return {c: t for c, t in schema.items() if c != "raw"}

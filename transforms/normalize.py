@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from firstfault.transforms.decorations import strip_decorations
-from firstfault.transforms.fixed_formats import strip_fixed_formats
+from firstfault.transforms.fixed_formats import strip_by_format
 from firstfault.transforms.placement import place_attempt_lines
 from firstfault.transforms.timestamps import local_window, parse_timestamps
 
@@ -38,9 +38,7 @@ def _stripped(lines: pl.DataFrame, fast: bool) -> pl.LazyFrame:
     """`strip_decorations` of the lines, those of known formats cut at fixed positions (fixed_formats.py)."""
     if not fast or "_format" not in lines.columns or lines.get_column("_format").null_count() == lines.height:
         return strip_decorations(lines.drop("_format", strict=False).lazy())
-    read, rest = strip_fixed_formats(lines.with_row_index("_row"))
-    parts = [read, strip_decorations(rest.lazy()).collect()] if rest.height else [read]
-    return pl.concat(parts).sort("_row").drop("_row").lazy()
+    return strip_by_format(lines).lazy()
 
 
 def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str, positions: list[int],

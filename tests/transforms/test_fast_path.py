@@ -14,7 +14,7 @@ from firstfault.config import LandingSettings
 from firstfault.connectors.local_files import resolve_logs
 from firstfault.connectors.static_context import context_from_dict, load_static_context
 from firstfault.synthetic.simulate import read_truth, simulate
-from firstfault.transforms.fixed_formats import FORMATS, detect_format, sample_lines, strip_fixed_formats
+from firstfault.transforms.fixed_formats import FORMATS, detect_format, sample_lines, read_fixed_formats
 from firstfault.transforms.lines import split_lines
 from firstfault.transforms.normalize import normalize_lines
 
@@ -115,8 +115,8 @@ def test_every_line_read_as_any_format_normalises_as_the_general_path(lines, fil
 
 def test_the_edge_lines_that_fit_a_shape_are_read_and_the_others_left():
     """Each edge line under each format: the ones of READ fit a shape of one of them, those of LEFT of none."""
-    read, _ = strip_fixed_formats(pl.concat([_frame(READ + LEFT, f) for f in FORMATS]))
-    assert sorted(read["raw"]) == sorted(READ)
+    _, left = read_fixed_formats(pl.concat([_frame(READ + LEFT, f) for f in FORMATS]).with_row_index("_row"))
+    assert sorted(left["raw"]) == sorted(LEFT * len(FORMATS) + READ * (len(FORMATS) - 1))
 
 
 @pytest.mark.parametrize("lines, expected", [
@@ -134,7 +134,7 @@ def test_a_file_that_changes_shape_after_its_first_lines_falls_back_line_by_line
     lines = ["3: [2026-11-29 01:00:00] iteration 1"] * 10 + ["Nov 29 01:00:00 gpu-001 kernel: [1.5] x", "other"]
     assert detect_format(sample_lines("\n".join(lines).encode())) == "srun"
     frame = _frame(lines, "srun")
-    read, rest = strip_fixed_formats(frame)
+    read, rest = read_fixed_formats(frame.with_row_index("_row"))
     assert (read.height, rest["raw"].to_list()) == (10, lines[10:])
     assert_frame_equal(normalize_lines([CTX], frame), normalize_lines([CTX], frame, fast=False))
 
@@ -157,7 +157,7 @@ def _fast_share(specs: list[Path]) -> float:
             with fsspec.open(log_file.uri, "rb") as f:
                 data = f.read()
             lines, _ = split_lines(data, 1, 1 << 16)
-            fast, rest = strip_fixed_formats(_frame(lines["raw"].to_list(), detect_format(sample_lines(data))))
+            fast, rest = read_fixed_formats(_frame(lines["raw"].to_list(), detect_format(sample_lines(data))).with_row_index("_row"))
             read, total = read + fast.height, total + fast.height + rest.height
     return read / total
 
