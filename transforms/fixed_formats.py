@@ -23,7 +23,8 @@ import polars as pl
 from firstfault.transforms.decorations import _DATE, _DOW, _HMS, _MON, strip_decorations
 
 _WORD = r"[\w.()\[\]-]*:?(?: |$)"  # a first word that cannot start an NCCL prefix
-# what is left after the layers a shape reads: no later layer can match it (module docstring)
+# What is left after the layers a shape reads, such that no later layer can match it (module docstring): its first
+# character is none of "[", " ", "e", "s", and a glog level letter only before a letter or punctuation.
 _PLAIN = rf"(?:$|(?:[a-df-rt-zA-DGHJ-VX-Z0-9_.()-]|[IWEF][a-zA-Z_.()\[\]-]){_WORD})"
 # the same after a glog stamp, the last layer that cuts: only the NCCL prefix and the Slurm/torchrun clocks follow
 _PLAIN_AFTER_GLOG = rf"(?:$|[a-df-rt-zA-Z0-9_.()\[\]-]{_WORD})"
@@ -93,6 +94,7 @@ def _cut_rank_glog(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _body_msg(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """`msg`: the text after the srun label."""
     return lf.with_columns(msg=pl.col("raw").str.slice(pl.col("_body")))
 
 
