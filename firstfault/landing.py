@@ -415,9 +415,8 @@ def _normalized_units(ctxs: list[AttemptContext], files: list[tuple[int, int, Lo
 
 
 def _split_and_normalize(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], unit: list[_Piece], trigger_regex: str,
-             settings: LandingSettings, *, fast: bool = True) -> tuple[pl.DataFrame, list[LineStats]]:
-    """Split the unit's pieces in one pass and normalise their lines in one plan (`fast`: the lines of known formats
-    cut at fixed positions, same result); the line statistics of each piece."""
+             settings: LandingSettings) -> tuple[pl.DataFrame, list[LineStats]]:
+    """Split the unit's pieces in one pass and normalise their lines in one plan; the line statistics of each piece."""
     readable = [(position, piece) for position, piece in enumerate(unit) if piece.error is None and piece.chunk]
     stats = [LineStats() for _ in unit]
     if not readable:
@@ -429,7 +428,7 @@ def _split_and_normalize(ctxs: list[AttemptContext], files: list[tuple[int, int,
         stats[position] = piece_stats
     frame = lines.join(_file_columns(files, readable), on="_chunk", how="left", maintain_order="left").drop("_chunk")
     with stage("parse"):
-        frame = normalize_lines(ctxs, frame, fast=fast)
+        frame = normalize_lines(ctxs, frame)
     with stage("scan"):
         return frame.with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))), stats
 

@@ -15,7 +15,7 @@ from firstfault.connectors.local_files import resolve_logs
 from firstfault.connectors.static_context import context_from_dict, load_static_context
 from firstfault.synthetic.simulate import read_truth, simulate
 from firstfault.transforms.fixed_formats import FORMATS, detect_format, sample_lines, read_fixed_formats
-from firstfault.transforms.lines import split_lines
+from firstfault.transforms.lines import split_chunks, split_lines
 from firstfault.transforms.normalize import normalize_lines
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
@@ -140,13 +140,17 @@ def test_a_file_that_changes_shape_after_its_first_lines_falls_back_line_by_line
 
 
 def _landed(specs: list[Path], fast: bool) -> pl.DataFrame:
-    """Every line of the attempts as landing normalises them, in small units (several pieces per file)."""
+    """Every line of the attempts as landing splits and normalises them, in small units (several pieces per file)."""
     ctxs = [load_static_context(str(s)) for s in specs]
     files = [(p, i, f) for p, ctx in enumerate(ctxs) for i, f in enumerate(resolve_logs(ctx)[0])]
     settings = LandingSettings(batch_bytes=1 << 20)
-    units = [landing._split_and_normalize(ctxs, files, unit, "$^", settings, fast=fast)[0]
-             for unit in landing._units(files, settings)]
-    return pl.concat(units)
+    frames = []
+    for unit in landing._units(files, settings):
+        pieces = [(position, piece) for position, piece in enumerate(unit) if piece.chunk]
+        lines, _ = split_chunks([p.chunk for _, p in pieces], [p.first_line for _, p in pieces], settings.max_line_bytes)
+        frame = lines.join(landing._file_columns(files, pieces), on="_chunk", how="left", maintain_order="left").drop("_chunk")
+        frames.append(normalize_lines(ctxs, frame, fast=fast))
+    return pl.concat(frames)
 
 
 def _fast_share(specs: list[Path]) -> float:
@@ -174,6 +178,14 @@ def fleet(tmp_path_factory) -> list[Path]:
 def long_attempt(tmp_path_factory) -> list[Path]:
     """bench_attempt.py's attempt, small."""
     return [bench_attempt.generate(tmp_path_factory.mktemp("attempt"), 2, 0.77)]
+
+
+def test_landing_detects_each_files_format_once_and_gives_it_to_every_piece(long_attempt):
+    ctx = load_static_context(str(long_attempt[0]))
+    files = [(0, i, f) for i, f in enumerate(resolve_logs(ctx)[0])]
+    pieces = [piece for unit in landing._units(files, LandingSettings(batch_bytes=1 << 20)) for piece in unit]
+    assert len(pieces) > len(files)
+    assert {(piece.file.source, piece.format) for piece in pieces} == {("applog", "srun"), ("syslog", "syslog_kernel")}
 
 
 @pytest.mark.parametrize("attempts", ["fleet", "long_attempt"])
