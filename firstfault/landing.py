@@ -53,6 +53,7 @@ from firstfault.transforms.extract import (
     trigger_literals,
 )
 from firstfault.transforms.attempt_context import context_table, logged_gpu_models
+from firstfault.transforms.fixed_formats import detect_format, sample_lines
 from firstfault.transforms.flight_recorder_events import flight_recorder_events
 from firstfault.transforms.lines import LineStats, split_chunks
 from firstfault.transforms.metric_events import metric_events
@@ -304,6 +305,7 @@ class _Piece:
     first: bool = False
     last: bool = False
     error: str | None = None
+    format: str | None = None  # of the file, detected on its first chunk (fixed_formats.py)
 
 
 @dataclass
@@ -392,7 +394,9 @@ def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
                                                              _piece_lines(settings)):
                 if previous is not None:
                     yield previous
-                previous = _Piece(index, log_file, chunk, first_line, cut_bytes, chunk.count(b"\n"), first=previous is None)
+                file_format = detect_format(sample_lines(chunk)) if previous is None else previous.format
+                previous = _Piece(index, log_file, chunk, first_line, cut_bytes, chunk.count(b"\n"), first=previous is None,
+                                  format=file_format)
         except (OSError, EOFError, ValueError) as e:
             if previous is not None:
                 yield previous
@@ -473,13 +477,15 @@ def _literal_alternation(literals) -> str:
 def _file_columns(files: list[tuple[int, int, LogFile]], pieces: list[tuple[int, _Piece]]) -> pl.DataFrame:
     """What normalisation needs to know of the file each chunk comes from (files of several attempts are
     normalised together): `file_index` numbers the files of the attempt, `_file` those of the whole pass,
-    `_attempt` is the attempt's position in the pass and `_piece` the piece's position in its unit."""
-    described = [(position, piece.index, *files[piece.index]) for position, piece in pieces]
+    `_attempt` is the attempt's position in the pass, `_piece` the piece's position in its unit and `_format` the
+    file's format."""
+    described = [(position, piece.index, *files[piece.index], piece.format) for position, piece in pieces]
     return pl.DataFrame(
-        [(chunk, position, file, attempt, index, f.source, f.uri, f.node, f.rank, f.label)
-         for chunk, (position, file, attempt, index, f) in enumerate(described)],
+        [(chunk, position, file, attempt, index, f.source, f.uri, f.node, f.rank, f.label, file_format)
+         for chunk, (position, file, attempt, index, f, file_format) in enumerate(described)],
         schema={"_chunk": pl.Int32, "_piece": pl.Int32, "_file": pl.Int32, "_attempt": pl.Int32, "file_index": pl.Int32,
-                "source": pl.String, "uri": pl.String, "_file_node": pl.String, "_file_rank": pl.Int32, "_label": pl.String},
+                "source": pl.String, "uri": pl.String, "_file_node": pl.String, "_file_rank": pl.Int32, "_label": pl.String,
+                "_format": pl.String},
         orient="row",
     )
 
@@ -588,7 +594,7 @@ def events_from_lines(lines: list[str], source: str = "applog", *, node: str | N
     )
     log_file = LogFile(source, "mem://lines", node, None, "rank", "<lines>")
     chunk = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
-    piece = _Piece(0, log_file, chunk, first=True, last=True)
+    piece = _Piece(0, log_file, chunk, first=True, last=True, format=detect_format(sample_lines(chunk)))
     frame, _ = _split_and_normalize([ctx], [(0, 0, log_file)], [piece], _Scan([], [], "$^", "$^"), LandingSettings())  # extraction reads every line
     frame, _ = anchor_files(frame.with_columns(attempt_id=pl.lit(ctx.attempt_id)), {})
     events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
