@@ -82,5 +82,5 @@ def test_attempts_landed_by_worker_processes_match_those_landed_together(tmp_pat
         assert sorted(r.attempt_id for r in results) == sorted(c.attempt_id for c in ctxs)
         lakes[name] = Lake(str(tmp_path / name))
     for ctx in ctxs:
-        for table in ("logs", "events", "context"):
+        for table in ("logs", "events", "progress", "context"):
             assert landed(lakes["workers"], ctx, table) == landed(lakes["together"], ctx, table), (ctx.attempt_id, table)
