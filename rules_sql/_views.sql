@@ -10,15 +10,18 @@ CREATE TEMP TABLE IF NOT EXISTS history (
 CREATE OR REPLACE TEMP MACRO root_fingerprint(domain, subdomain, nodes) AS
     concat_ws('|', domain, subdomain, array_to_string(list_sort(nodes), ','));
 
--- Events inside the attempt window (start - lookback .. end + grace); unstamped events are kept (ts null).
+-- Whether the time span [lo, hi] meets an attempt's window (start - lookback .. end + grace; no end: open).
+CREATE OR REPLACE TEMP MACRO meets_window(lo, hi, start_ts, end_ts, lookback_s, grace_s) AS
+    hi >= start_ts - to_microseconds(CAST(lookback_s * 1e6 AS BIGINT))
+    AND lo <= coalesce(end_ts, lo) + to_microseconds(CAST(grace_s * 1e6 AS BIGINT));
+
+-- Events inside the attempt window; unstamped events are kept (ts null).
 CREATE OR REPLACE TEMP VIEW events AS
 SELECT e.*
 FROM events_all e
 JOIN attempts a USING (attempt_id)
 CROSS JOIN params p
-WHERE e.ts IS NULL
-   OR (e.ts >= a.start_ts - to_microseconds(CAST(p.lookback_s * 1e6 AS BIGINT))
-       AND e.ts <= coalesce(a.end_ts, e.ts) + to_microseconds(CAST(p.grace_s * 1e6 AS BIGINT)));
+WHERE e.ts IS NULL OR meets_window(e.ts, e.ts, a.start_ts, a.end_ts, p.lookback_s, p.grace_s);
 
 -- Which rank drives which GPU, from NCCL's ncclCommInitRank lines (busId) of the attempt.
 CREATE OR REPLACE TEMP VIEW gpu_ranks AS
@@ -34,9 +37,7 @@ SELECT p.*
 FROM progress p
 JOIN attempts a USING (attempt_id)
 CROSS JOIN params pr
-WHERE p.minute IS NULL
-   OR (p.last_ts >= a.start_ts - to_microseconds(CAST(pr.lookback_s * 1e6 AS BIGINT))
-       AND p.first_ts <= coalesce(a.end_ts, p.first_ts) + to_microseconds(CAST(pr.grace_s * 1e6 AS BIGINT)));
+WHERE p.minute IS NULL OR meets_window(p.first_ts, p.last_ts, a.start_ts, a.end_ts, pr.lookback_s, pr.grace_s);
 
 -- Each rank's stamped markers (per file): how many, how many iterations, its first and last, and the usual interval
 -- between its iterations (a checkpoint save of an iteration already logged in the same minute is not a new one).
