@@ -49,6 +49,7 @@ from firstfault.spill import SpillingFrames
 from firstfault.transforms.extract import (
     Pattern,
     extract_events,
+    first_match,
     load_patterns,
     trigger_literals,
 )
@@ -59,7 +60,7 @@ from firstfault.transforms.lines import LineStats, split_chunks
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
 from firstfault.transforms.normalize import normalize_lines
-from firstfault.transforms.progress_summary import ProgressSummary
+from firstfault.transforms.progress_summary import PROGRESS_KIND, ProgressSummary
 from firstfault.transforms.peers import resolve_attempt_peers, resolve_peers
 from firstfault.transforms.timestamps import FileClock, anchor_files
 
@@ -74,7 +75,6 @@ _NORMALIZE_THREADS = 1 if stages.ENABLED else 2
 _PIECES_PER_UNIT = 4
 # An attempt's candidate lines beyond this go to a temporary file until extraction (firstfault/spill.py).
 _CANDIDATES_IN_MEMORY = 8 << 20
-PROGRESS_KIND = "progress"
 
 
 @dataclass
@@ -132,7 +132,7 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
     _extract_together(landed, scan.event_patterns, isolate)
     results = []
     for item in landed:
-        if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake)):
+        if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake, scan)):
             results.append(item.result)
     return results
 
@@ -165,7 +165,11 @@ class _Scan:
                    _literal_alternation(trigger_literals(progress)) or "$^")
 
     def markers(self, lines: pl.DataFrame) -> pl.DataFrame:
-        """The progress events of lines that hold a progress trigger."""
+        """The lines (of those that hold a progress trigger) a progress pattern matches, with their `iteration`."""
+        return first_match(lines, self.progress_patterns, "iteration")
+
+    def marker_events(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """The progress events of marker lines."""
         return extract_events(lines.lazy(), self.progress_patterns, assemblers=[], multiline_triggers=[]).collect()
 
 
@@ -255,13 +259,13 @@ def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolat
         isolate(item.ctx, lambda: extract([item]))
 
 
-def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
+def _land_rest(item: _LogsLanded, lake: Lake, scan: _Scan) -> bool:
     ctx, result, files = item.ctx, item.result, item.files
     metrics = _land_metrics(ctx, result)
-    edge_markers = item.progress.edge_events()
+    edge_markers = item.progress.edge_lines()
     extracted = item.take_events()
     if edge_markers is not None:
-        extracted = pl.concat([extracted, conform_events(edge_markers.lazy()).collect()], how="vertical_relaxed")
+        extracted = pl.concat([extracted, scan.marker_events(edge_markers.select(CANDIDATE_COLUMNS))], how="vertical_relaxed")
     events = _events(extracted, metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
     schema = EVENTS_ARROW_SCHEMA

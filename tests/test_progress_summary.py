@@ -3,6 +3,7 @@ last marker as events; the rows do not depend on how the landing split the lines
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -81,3 +82,23 @@ def test_rows_do_not_depend_on_the_split(attempt, tmp_path, batch_lines):
     land_attempt(attempt, split, load_patterns(), LandingSettings(batch_lines=batch_lines, batch_bytes=1 << 20))
     for table in ("progress", "events", "logs"):
         assert_frame_equal(landed(whole, attempt, table), landed(split, attempt, table))
+
+
+def test_marker_iterations_are_those_extraction_gives_the_progress_events():
+    """The summary reads markers with first_match (one column, no events built): over every line-catalog line and
+    the lines above, the lines it finds and their iterations are those of extract_events' progress events."""
+    import yaml
+
+    from firstfault.transforms.extract import extract_events, first_match, lines_frame
+
+    catalog = Path(__file__).parent / "catalog"
+    lines = [line for path in sorted(catalog.glob("*.yaml")) for case in yaml.safe_load(path.read_text()) or [] for line in case["lines"]]
+    lines += [megatron(T0, 10 * i, nan=i % 2) for i in range(20)]
+    lines += ["successfully saved checkpoint from iteration     100 to /ckpt", "[Rank 0] step=100, skipped=0, lr=[0.1]",
+              "iteration 7 started", "no marker here"]
+    progress = [p for p in load_patterns() if p.kind == "progress"]
+    frame = lines_frame(lines)
+    events = extract_events(frame.lazy(), progress, assemblers=[], multiline_triggers=[]).collect()
+    markers = first_match(frame, progress, "iteration")
+    assert markers.select("line", "iteration").rows() == events.select("line", "iteration").rows()
+    assert markers.height >= 23

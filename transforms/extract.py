@@ -335,20 +335,32 @@ _PCI_FIELDS = frozenset({"pci", "source_id"})
 _LINE_PASS = ("attempt_id", "source", "uri", "line", "ts", "ts_quality")
 
 
+def _group(name: str) -> pl.Expr:
+    """A named group of the ``__g`` captures; an empty capture is null."""
+    e = pl.col("__g").struct.field(name)
+    return pl.when(e.str.len_chars() > 0).then(e)
+
+
+def _groups_by_target(pat: Pattern) -> dict[str, list[str]]:
+    by_target: dict[str, list[str]] = {}
+    for g in pat.group_names:
+        by_target.setdefault(_target(g), []).append(g)
+    return by_target
+
+
+def _captured(names: list[str], dtype: pl.DataType) -> pl.Expr:
+    """A capturable column from its groups: the first non-null, integers parsed."""
+    e = pl.coalesce([_group(n) for n in names]) if len(names) > 1 else _group(names[0])
+    return _parse_int(e).cast(dtype, strict=False) if isinstance(dtype, _INT_TYPES) else e.cast(pl.String)
+
+
 def _pattern_narrow(rows: pl.DataFrame, pat: Pattern, prio: int) -> pl.DataFrame:
     """Captures of one pattern on the rows it owns: ``__row``, ``__prio``, ``kind``, ``c_<col>``, ``__gpu``,
     ``__busid``, ``fields``. Column naming keeps the line's own node/rank apart from captured ones."""
-    groups = pat.group_names
-    if groups:
+    if pat.group_names:
         rows = rows.with_columns(pl.col("msg").str.extract_groups(pat.regex).alias("__g"))
-
-    def grp(name: str) -> pl.Expr:
-        e = pl.col("__g").struct.field(name)
-        return pl.when(e.str.len_chars() > 0).then(e)
-
-    by_target: dict[str, list[str]] = {}
-    for g in groups:
-        by_target.setdefault(_target(g), []).append(g)
+    grp = _group
+    by_target = _groups_by_target(pat)
 
     cols: dict[str, pl.Expr] = {}
     field_members: dict[str, pl.Expr] = {}
@@ -363,10 +375,7 @@ def _pattern_narrow(rows: pl.DataFrame, pat: Pattern, prio: int) -> pl.DataFrame
             continue
         e = pl.coalesce([grp(n) for n in names]) if len(names) > 1 else grp(names[0])
         if tgt in CAPTURABLE:
-            dtype = EVENT_SCHEMA[tgt]
-            cols[f"c_{tgt}"] = (
-                _parse_int(e).cast(dtype, strict=False) if isinstance(dtype, _INT_TYPES) else e.cast(pl.String)
-            )
+            cols[f"c_{tgt}"] = _captured(names, EVENT_SCHEMA[tgt])
         elif tgt in _PCI_FIELDS or tgt.endswith("_pci"):
             field_members[tgt] = normalize_device(e)
         else:
@@ -392,6 +401,36 @@ def _pattern_narrow(rows: pl.DataFrame, pat: Pattern, prio: int) -> pl.DataFrame
         *[e.alias(c) for c, e in cols.items()],
         _fields_json(field_members).alias("fields"),
     )
+
+
+def first_match(lines: pl.DataFrame, patterns: Sequence[Pattern], target: str) -> pl.DataFrame:
+    """The lines that one of `patterns` matches, in their order, with the column `target` as the first pattern that
+    matches (load order) captures or sets it: what extract_events gives the events of these patterns, one column
+    wide. The progress summary reads the iterations of a million markers this way without building their events."""
+    dtype = EVENT_SCHEMA[target]
+    rows, msg = lines.with_row_index("__row"), pl.col("msg")
+    parts: list[pl.DataFrame] = []
+    taken: pl.Series | None = None
+    for pat in patterns:
+        cond = msg.str.contains_any(list(pat.triggers)).fill_null(False)
+        if pat.sources is not None:
+            cond = cond & pl.col("source").is_in(list(pat.sources)).fill_null(False)
+        if taken is not None:
+            cond = cond & ~pl.col("__row").is_in(taken.implode())
+        hit = rows.filter(cond).filter(msg.str.contains(pat.regex).fill_null(False))
+        if not hit.height:
+            continue
+        names = _groups_by_target(pat).get(target)
+        value = _captured(names, dtype) if names else pl.lit(None, dtype)
+        if target in pat.constants:
+            value = pl.coalesce(value, _const_lit(pat.constants[target], dtype).cast(dtype))
+        if names:
+            hit = hit.with_columns(msg.str.extract_groups(pat.regex).alias("__g"))
+        parts.append(hit.with_columns(value.cast(dtype).alias(target)).drop("__g", strict=False))
+        taken = hit["__row"] if taken is None else pl.concat([taken, hit["__row"]])
+    if not parts:
+        return lines.clear().with_columns(pl.lit(None, dtype).alias(target))
+    return pl.concat(parts).sort("__row").drop("__row")
 
 
 def _extract_df(
