@@ -167,16 +167,21 @@ def _parser() -> argparse.ArgumentParser:
 
     simulate = _command(sub, "simulate", help="write a simulated fleet (logs in real formats + truth.jsonl)")
     simulate.add_argument("--nodes", type=int, default=256, help="nodes in the fleet")
-    simulate.add_argument("--attempts", type=int, default=500, help="attempts to write")
+    simulate.add_argument("--attempts", type=int, default=500, help="jobs to write (each a first attempt; requeues add more)")
     simulate.add_argument("--days", type=int, default=7, help="start times spread over this many days")
     simulate.add_argument("--out", required=True, metavar="DIR", help="where topology.yaml, catalog/ and truth.jsonl go")
     simulate.add_argument("--seed", type=int, default=0, help="random seed: the same seed writes the same fleet")
+    simulate.add_argument("--metrics", action="store_true", help="also write each attempt's metrics CSV (DCGM and IB counters the injected faults move)")
+    simulate.add_argument("--requeue-share", type=float, default=0.0, metavar="SHARE",
+                          help="share of failed jobs run again as attempts 1, 2, ... (Slurm requeue, restarts)")
     simulate.add_argument("--attribute", action="store_true", help="also land and attribute every attempt (warehouse DIR/firstfault.duckdb)")
     simulate.set_defaults(handler=_simulate)
 
-    evaluate = _command(sub, "evaluate", help="score a warehouse against a simulated fleet's truth.jsonl")
-    evaluate.add_argument("--truth", required=True, metavar="DIR", help="the --out folder of `firstfault simulate`")
-    evaluate.add_argument("--warehouse", help="DuckDB file (default DIR/firstfault.duckdb)")
+    evaluate = _command(sub, "evaluate", help="score verdicts: a warehouse against a simulated fleet's truth.jsonl, or a real-line corpus")
+    scored = evaluate.add_mutually_exclusive_group(required=True)
+    scored.add_argument("--truth", metavar="DIR", help="the --out folder of `firstfault simulate`")
+    scored.add_argument("--corpus", metavar="DIR", help="a folder of attempts in the fixture format (e.g. tests/corpus), attributed and scored")
+    evaluate.add_argument("--warehouse", help="with --truth: DuckDB file (default DIR/firstfault.duckdb)")
     evaluate.add_argument("--json", action="store_true", help="machine-readable result")
     evaluate.set_defaults(handler=_evaluate)
 
@@ -250,7 +255,7 @@ EXAMPLES = {
              "  firstfault serve --config firstfault.toml",
     "report": "firstfault report --warehouse firstfault.duckdb --out firstfault-report",
     "simulate": "firstfault simulate --nodes 64 --attempts 100 --out fleet --attribute",
-    "evaluate": "firstfault evaluate --truth fleet",
+    "evaluate": "firstfault evaluate --truth fleet\n  firstfault evaluate --corpus tests/corpus --json",
     "rules": "firstfault rules test my-rules/",
     "rules test": "firstfault rules test my-rules/ --config firstfault.toml",
     "rules lint": "firstfault rules lint --json",
@@ -406,27 +411,44 @@ def _simulate(args) -> int:
 
     if args.nodes < 1 or args.attempts < 1 or args.days < 1:
         raise BadInput("<command line>", "--nodes/--attempts/--days", "must be at least 1")
-    truth = simulate(args.out, nodes=args.nodes, attempts=args.attempts, days=args.days, seed=args.seed)
-    print(f"wrote {args.attempts} attempts on {args.nodes} nodes; truth: {truth}")
+    if not 0 <= args.requeue_share <= 1:
+        raise BadInput("<command line>", "--requeue-share", "must be between 0 and 1")
+    truth = simulate(args.out, nodes=args.nodes, attempts=args.attempts, days=args.days, seed=args.seed,
+                     metrics=args.metrics, requeue_share=args.requeue_share)
+    written = len(truth.read_text(encoding="utf-8").splitlines())
+    print(f"wrote {written} attempts of {args.attempts} jobs on {args.nodes} nodes; truth: {truth}")
     if args.attribute:
         print(f"warehouse: {attribute_fleet(args.out)}")
     return 0
 
 
 def _evaluate(args) -> int:
+    from firstfault.synthetic.scorecard import render
+
+    if args.corpus:
+        from firstfault.rules_sql.corpus import evaluate_corpus
+
+        if args.warehouse:
+            raise BadInput("<command line>", "--warehouse", "only with --truth: a corpus is attributed afresh")
+        result, title = evaluate_corpus(args.corpus), f"real-line corpus {args.corpus}"
+    else:
+        result, title = _evaluate_fleet(args.truth, args.warehouse), f"simulated fleet {args.truth}"
+    print(json.dumps(result, default=str) if args.json else render(result, title))
+    return 0
+
+
+def _evaluate_fleet(folder: str, warehouse: str | None) -> dict:
     from pathlib import Path
 
-    from firstfault.synthetic.simulate import evaluate, render
+    from firstfault.synthetic.simulate import evaluate
 
-    truth = Path(args.truth) / "truth.jsonl"
+    truth = Path(folder) / "truth.jsonl"
     if not truth.is_file():
         raise BadInput(str(truth), "truth", "no truth.jsonl (run `firstfault simulate --out DIR` first)")
-    warehouse = args.warehouse or str(Path(args.truth) / "firstfault.duckdb")
+    warehouse = warehouse or str(Path(folder) / "firstfault.duckdb")
     if not Path(warehouse).is_file():
         raise BadInput(warehouse, "warehouse", "no such DuckDB file (run `firstfault simulate --attribute` first)")
-    result = evaluate(args.truth, warehouse)
-    print(json.dumps(result, default=str) if args.json else render(result))
-    return 0
+    return evaluate(folder, warehouse)
 
 
 def _demo(args) -> int:
@@ -439,10 +461,11 @@ def _demo(args) -> int:
     if args.fleet > 0 and not args.json:
         from pathlib import Path
 
-        from firstfault.synthetic.simulate import evaluate, render
+        from firstfault.synthetic.scorecard import render
+        from firstfault.synthetic.simulate import evaluate
 
-        print(f"\nsimulated fleet ({Path(args.dir) / 'fleet'}, truth.jsonl), scored against the warehouse:")
-        print("\n".join(render(evaluate(Path(args.dir) / "fleet", warehouse)).splitlines()[:6]))
+        card = render(evaluate(Path(args.dir) / "fleet", warehouse), f"simulated fleet {Path(args.dir) / 'fleet'}")
+        print("\n" + card.split("\n\n")[0])  # the measures, without the matrix and the lists
     if not args.json:
         print(f"\nwarehouse: {warehouse}\ntry: firstfault sql --warehouse {warehouse} \"SELECT attempt_id, verdict, domain, subdomain FROM attributions\"")
     return 0

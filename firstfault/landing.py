@@ -3,7 +3,8 @@
 Each batch of a log file is split into lines, stripped of decorations, stamped in UTC, placed on a node/rank and
 written to `logs`; in the same pass the few lines that contain an extraction trigger are kept aside, and once all
 files are read the events are extracted from those candidates in one vectorized step (so multi-line blocks that
-straddle batches are still assembled) and written to `events`.
+straddle batches are still assembled) and written to `events`. Progress markers (iteration and checkpoint lines)
+are summarised batch by batch into `progress` instead (transforms/progress_summary.py).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from firstfault.lake import Lake
 from firstfault.stages import stage
 from firstfault.schema import (
     CONNECTOR_REPORT_SCHEMA,
+    PROGRESS_SCHEMA,
     CONTEXT_SCHEMA,
     EVENTS_ARROW_SCHEMA,
     FLIGHT_RECORDER_SCHEMA,
@@ -47,15 +49,18 @@ from firstfault.spill import SpillingFrames
 from firstfault.transforms.extract import (
     Pattern,
     extract_events,
+    first_match,
     load_patterns,
     trigger_literals,
 )
 from firstfault.transforms.attempt_context import context_table, logged_gpu_models
+from firstfault.transforms.fixed_formats import detect_format, sample_lines
 from firstfault.transforms.flight_recorder_events import flight_recorder_events
 from firstfault.transforms.lines import LineStats, split_chunks
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
 from firstfault.transforms.normalize import normalize_lines
+from firstfault.transforms.progress_summary import PROGRESS_KIND, ProgressSummary
 from firstfault.transforms.peers import resolve_attempt_peers, resolve_peers
 from firstfault.transforms.timestamps import FileClock, anchor_files
 
@@ -93,6 +98,7 @@ class _LogsLanded:
     result: LandingResult
     files: list[LogFile]
     candidates: SpillingFrames
+    progress: ProgressSummary = field(default_factory=ProgressSummary)
     events: pl.DataFrame | None = None  # extracted from the candidates, peers resolved
     gpu_model: str | None = None  # the model its logs name most
 
@@ -120,13 +126,13 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
             on_error(ctx, e)
             return None
 
-    triggers = sorted(set(trigger_literals(patterns)) | set(MULTILINE_TRIGGERS))
+    scan = _Scan.of(patterns)
     resolved = [x for ctx in ctxs if (x := isolate(ctx, lambda: _resolve(ctx, lake, sources))) is not None]
-    landed = _land_logs_together(resolved, lake, triggers, settings, isolate)
-    _extract_together(landed, patterns, isolate)
+    landed = _land_logs_together(resolved, lake, scan, settings, isolate)
+    _extract_together(landed, scan.event_patterns, isolate)
     results = []
     for item in landed:
-        if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake)):
+        if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake, scan)):
             results.append(item.result)
     return results
 
@@ -142,24 +148,51 @@ def _resolve(ctx: AttemptContext, lake: Lake, sources) -> _LogsLanded:
     return _LogsLanded(ctx, result, files, SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY))
 
 
-def _land_logs_together(items: list[_LogsLanded], lake: Lake, triggers: list[str], settings: LandingSettings, isolate) -> list[_LogsLanded]:
+@dataclass(frozen=True)
+class _Scan:
+    """What the landing pass looks for in every line: the triggers of the event patterns (candidate lines, kept for
+    extraction) and those of the progress patterns (markers, summarised as they come)."""
+    event_patterns: list[Pattern]
+    progress_patterns: list[Pattern]
+    candidate_regex: str
+    progress_regex: str
+
+    @classmethod
+    def of(cls, patterns: list[Pattern]) -> "_Scan":
+        progress = [p for p in patterns if p.kind == PROGRESS_KIND]
+        events = [p for p in patterns if p.kind != PROGRESS_KIND]
+        return cls(events, progress, _literal_alternation(set(trigger_literals(events)) | set(MULTILINE_TRIGGERS)),
+                   _literal_alternation(trigger_literals(progress)) or "$^")
+
+    def markers(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """The lines (of those that hold a progress trigger) a progress pattern matches, with their `iteration`."""
+        return first_match(lines, self.progress_patterns, "iteration")
+
+    def marker_events(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """The progress events of marker lines."""
+        return extract_events(lines.lazy(), self.progress_patterns, assemblers=[], multiline_triggers=[]).collect()
+
+
+def _land_logs_together(items: list[_LogsLanded], lake: Lake, scan: _Scan, settings: LandingSettings, isolate) -> list[_LogsLanded]:
     """The `logs` of every attempt in one pass; when it fails, each attempt is landed alone, so only the attempt
     that breaks it fails."""
     if len(items) > 1:
         try:
-            _land_logs(items, lake, triggers, settings)
+            _land_logs(items, lake, scan, settings)
             return items
         except Exception:  # noqa: BLE001 - find the attempt that breaks it below
             pass
-    return [item for item in items if isolate(item.ctx, lambda: _land_logs([item], lake, triggers, settings) or True)]
+    return [item for item in items if isolate(item.ctx, lambda: _land_logs([item], lake, scan, settings) or True)]
 
 
-def _land_logs(items: list[_LogsLanded], lake: Lake, triggers: list[str], settings: LandingSettings) -> None:
-    """Write each attempt's `logs` partition, keep its candidate lines and report each of its files. Nothing of an
-    item changes unless the whole pass succeeds (a failed joint pass is retried attempt by attempt)."""
+def _land_logs(items: list[_LogsLanded], lake: Lake, scan: _Scan, settings: LandingSettings) -> None:
+    """Write each attempt's `logs` partition, keep its candidate lines, summarise its progress markers and report
+    each of its files. Nothing of an item changes unless the whole pass succeeds (a failed joint pass is retried
+    attempt by attempt)."""
     files = [(position, index, log_file) for position, item in enumerate(items) for index, log_file in enumerate(item.files)]
     last_file = {position: g for g, (position, _, _) in enumerate(files)}  # each attempt's last file (global index)
     candidates = [SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY) for _ in items]
+    summaries = [ProgressSummary() for _ in items]
     reports: list[list[dict]] = [[] for _ in items]
     rows = [0] * len(items)
     writers: dict[int, Any] = {}
@@ -171,11 +204,13 @@ def _land_logs(items: list[_LogsLanded], lake: Lake, triggers: list[str], settin
         return writers[position]
 
     try:
-        for frame, file_rows, closed in _landed_units(items, files, triggers, settings, reports):
+        for frame, file_rows, closed in _landed_units(items, files, scan, settings, reports):
             if frame.height:
                 for (position,), part in frame.partition_by("_attempt", as_dict=True, maintain_order=True).items():
                     part = part.with_columns(attempt_id=pl.lit(items[position].ctx.attempt_id))
                     candidates[position].add(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
+                    with stage("progress"):
+                        summaries[position].add(scan.markers(part.filter(pl.col("_progress")).select(CANDIDATE_COLUMNS)))
                     with stage("parquet"):
                         for batch in part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches():
                             writer(position).write(batch)
@@ -194,6 +229,7 @@ def _land_logs(items: list[_LogsLanded], lake: Lake, triggers: list[str], settin
         item.result.reports.extend(reports[position])
         item.result.log_rows = rows[position]
         item.candidates = candidates[position]
+        item.progress = summaries[position]
 
 
 def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolate) -> None:
@@ -223,14 +259,19 @@ def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolat
         isolate(item.ctx, lambda: extract([item]))
 
 
-def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
+def _land_rest(item: _LogsLanded, lake: Lake, scan: _Scan) -> bool:
     ctx, result, files = item.ctx, item.result, item.files
     metrics = _land_metrics(ctx, result)
-    events = _events(item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
+    edge_markers = item.progress.edge_lines()
+    extracted = item.take_events()
+    if edge_markers is not None:
+        extracted = pl.concat([extracted, scan.marker_events(edge_markers.select(CANDIDATE_COLUMNS))], how="vertical_relaxed")
+    events = _events(extracted, metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
     schema = EVENTS_ARROW_SCHEMA
     with stage("parquet"):
         result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, _event_batches(events, fr_events, schema), schema)
+        lake.write("progress", ctx.day, ctx.attempt_key, item.progress.table().to_arrow().cast(PROGRESS_SCHEMA), PROGRESS_SCHEMA)
         lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
         result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
         lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=item.gpu_model), CONTEXT_SCHEMA)
@@ -268,6 +309,7 @@ class _Piece:
     first: bool = False
     last: bool = False
     error: str | None = None
+    format: str | None = None  # of the file, detected on its first chunk (fixed_formats.py)
 
 
 @dataclass
@@ -280,16 +322,15 @@ class _FileState:
     reason: str | None = None
 
 
-def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]], triggers, settings: LandingSettings,
+def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]], scan: _Scan, settings: LandingSettings,
                   reports: list[list[dict]]):
     """The lines of every file, a unit at a time: normalised, stamped with each file's clock, the lines of binary
     or unreadable files left out. Yields (frame, rows landed per file, files that ended in the unit); each file's
     report goes to `reports` of its attempt when it ends. Files are globally indexed across the attempts; each
     keeps its own clock, line numbers and report."""
-    trigger_regex = _literal_alternation(triggers)
     ctxs = [item.ctx for item in items]
     states: dict[int, _FileState] = {}
-    for unit, (frame, piece_stats) in _normalized_units(ctxs, files, trigger_regex, settings):
+    for unit, (frame, piece_stats) in _normalized_units(ctxs, files, scan, settings):
         kept, closed = [], []
         for position, (piece, stats) in enumerate(zip(unit, piece_stats)):
             attempt, _, log_file = files[piece.index]
@@ -357,7 +398,9 @@ def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
                                                              _piece_lines(settings)):
                 if previous is not None:
                     yield previous
-                previous = _Piece(index, log_file, chunk, first_line, cut_bytes, chunk.count(b"\n"), first=previous is None)
+                file_format = detect_format(sample_lines(chunk)) if previous is None else previous.format
+                previous = _Piece(index, log_file, chunk, first_line, cut_bytes, chunk.count(b"\n"), first=previous is None,
+                                  format=file_format)
         except (OSError, EOFError, ValueError) as e:
             if previous is not None:
                 yield previous
@@ -395,13 +438,13 @@ def _units(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
         yield unit
 
 
-def _normalized_units(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], trigger_regex: str, settings: LandingSettings):
+def _normalized_units(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], scan: _Scan, settings: LandingSettings):
     """Split and normalise the units, two at a time: polars releases the GIL, so the next unit is prepared on
     the other core while this one is written. At most two units are in flight (bounded memory)."""
     in_flight: deque[tuple[list[_Piece], Future]] = deque()
     with ThreadPoolExecutor(max_workers=_NORMALIZE_THREADS) as pool:
         for unit in _units(files, settings):
-            in_flight.append((unit, pool.submit(_split_and_normalize, ctxs, files, unit, trigger_regex, settings)))
+            in_flight.append((unit, pool.submit(_split_and_normalize, ctxs, files, unit, scan, settings)))
             if len(in_flight) >= _NORMALIZE_THREADS:
                 unit, future = in_flight.popleft()
                 yield unit, future.result()
@@ -410,7 +453,7 @@ def _normalized_units(ctxs: list[AttemptContext], files: list[tuple[int, int, Lo
             yield unit, future.result()
 
 
-def _split_and_normalize(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], unit: list[_Piece], trigger_regex: str,
+def _split_and_normalize(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], unit: list[_Piece], scan: _Scan,
              settings: LandingSettings) -> tuple[pl.DataFrame, list[LineStats]]:
     """Split the unit's pieces in one pass and normalise their lines in one plan; the line statistics of each piece."""
     readable = [(position, piece) for position, piece in enumerate(unit) if piece.error is None and piece.chunk]
@@ -426,7 +469,8 @@ def _split_and_normalize(ctxs: list[AttemptContext], files: list[tuple[int, int,
     with stage("parse"):
         frame = normalize_lines(ctxs, frame)
     with stage("scan"):
-        return frame.with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(trigger_regex))), stats
+        return frame.with_columns(_candidate=or_entry_header(pl.col("msg").str.contains(scan.candidate_regex)),
+                                  _progress=pl.col("msg").str.contains(scan.progress_regex)), stats
 
 
 def _literal_alternation(literals) -> str:
@@ -437,13 +481,15 @@ def _literal_alternation(literals) -> str:
 def _file_columns(files: list[tuple[int, int, LogFile]], pieces: list[tuple[int, _Piece]]) -> pl.DataFrame:
     """What normalisation needs to know of the file each chunk comes from (files of several attempts are
     normalised together): `file_index` numbers the files of the attempt, `_file` those of the whole pass,
-    `_attempt` is the attempt's position in the pass and `_piece` the piece's position in its unit."""
-    described = [(position, piece.index, *files[piece.index]) for position, piece in pieces]
+    `_attempt` is the attempt's position in the pass, `_piece` the piece's position in its unit and `_format` the
+    file's format."""
+    described = [(position, piece.index, *files[piece.index], piece.format) for position, piece in pieces]
     return pl.DataFrame(
-        [(chunk, position, file, attempt, index, f.source, f.uri, f.node, f.rank, f.label)
-         for chunk, (position, file, attempt, index, f) in enumerate(described)],
+        [(chunk, position, file, attempt, index, f.source, f.uri, f.node, f.rank, f.label, file_format)
+         for chunk, (position, file, attempt, index, f, file_format) in enumerate(described)],
         schema={"_chunk": pl.Int32, "_piece": pl.Int32, "_file": pl.Int32, "_attempt": pl.Int32, "file_index": pl.Int32,
-                "source": pl.String, "uri": pl.String, "_file_node": pl.String, "_file_rank": pl.Int32, "_label": pl.String},
+                "source": pl.String, "uri": pl.String, "_file_node": pl.String, "_file_rank": pl.Int32, "_label": pl.String,
+                "_format": pl.String},
         orient="row",
     )
 
@@ -552,8 +598,8 @@ def events_from_lines(lines: list[str], source: str = "applog", *, node: str | N
     )
     log_file = LogFile(source, "mem://lines", node, None, "rank", "<lines>")
     chunk = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
-    piece = _Piece(0, log_file, chunk, first=True, last=True)
-    frame, _ = _split_and_normalize([ctx], [(0, 0, log_file)], [piece], "$^", LandingSettings())  # no candidate filter: all go to extraction
+    piece = _Piece(0, log_file, chunk, first=True, last=True, format=detect_format(sample_lines(chunk)))
+    frame, _ = _split_and_normalize([ctx], [(0, 0, log_file)], [piece], _Scan([], [], "$^", "$^"), LandingSettings())  # extraction reads every line
     frame, _ = anchor_files(frame.with_columns(attempt_id=pl.lit(ctx.attempt_id)), {})
     events = extract_events(frame.select(CANDIDATE_COLUMNS).lazy(), patterns if patterns is not None else load_patterns())
     return resolve_peers(events.collect(), ctx.nodes, ctx.addresses)

@@ -137,6 +137,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet
                 "  WHEN 'symptom' THEN 2 ELSE 3 END) AS role FROM rule_hits WHERE event_id IS NOT NULL GROUP BY ALL"
                 ") r USING (attempt_id, event_id) ORDER BY attempt_id, event_id"
             ).to_arrow_table(),
+            "progress": con.sql("SELECT * FROM progress ORDER BY attempt_id, uri, node, rank, minute").to_arrow_table(),
             "connector_reports": con.sql("SELECT * FROM reports ORDER BY attempt_id, connector, source, uri").to_arrow_table(),
             "rule_hits": con.sql("SELECT * FROM rule_hits ORDER BY attempt_id, rule_id, event_id, role").to_arrow_table(),
         }
@@ -174,8 +175,8 @@ def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Seque
 def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequence[AttemptContext]) -> None:
     # tables, not views: every rule reads them, and a view re-reads the shard's Parquet files for each rule
     # (attribute took twice as long)
-    for table, view in (("events", "events_all"), ("context", "attempts_raw"), ("connector_reports", "reports"), ("metrics", "metrics"),
-                        ("flight_recorder", "flight_recorder")):
+    for table, view in (("events", "events_all"), ("progress", "progress"), ("context", "attempts_raw"), ("connector_reports", "reports"),
+                        ("metrics", "metrics"), ("flight_recorder", "flight_recorder")):
         files = [f for ctx in contexts for f in lake.files(table, ctx.day, ctx.attempt_key)]
         if not files:
             raise FileNotFoundError(f"nothing landed in {lake.root}/{table} for the requested attempts")

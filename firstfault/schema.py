@@ -1,4 +1,4 @@
-"""The tables firstfault writes, in one place (docs/tables.md): lake tables (logs, events, metrics, context,
+"""The tables firstfault writes, in one place (docs/tables.md): lake tables (logs, events, progress, metrics, context,
 connector_reports, flight_recorder), rule hits, the history relation, the verdict keys, the warehouse tables a load
 replaces and the fleet tables. Polars dtypes where polars builds the frame, Arrow where Arrow writes it."""
 from __future__ import annotations
@@ -35,6 +35,19 @@ LINE_SCHEMA: dict[str, pl.DataType] = {
     "msg": pl.String(),
     "raw": pl.String(),
 }
+
+#: training progress summarised (lake and warehouse `progress`): one row per attempt, file, node, rank and minute of
+#: the markers' stamps (a null rank or minute is its own row); the markers themselves are not events, except each
+#: rank's first and last (transforms/progress_summary.py)
+PROGRESS_SCHEMA = pa.schema(
+    [
+        ("attempt_id", pa.string()), ("uri", pa.string()), ("node", pa.string()), ("rank", pa.int32()),
+        ("minute", pa.timestamp("us")), ("markers", pa.int64()), ("iterations", pa.int64()),
+        ("first_ts", pa.timestamp("us")), ("last_ts", pa.timestamp("us")), ("first_iteration", pa.int64()),
+        ("last_iteration", pa.int64()), ("max_iteration", pa.int64()), ("first_event_id", pa.string()),
+        ("last_event_id", pa.string()),
+    ]
+)
 
 #: one row per extracted event (lake `events`; the warehouse adds `role`)
 EVENT_SCHEMA: dict[str, pl.DataType] = {
@@ -143,7 +156,7 @@ VERDICT_KEYS = (
 )
 
 #: tables keyed by attempt that a load replaces, in load order
-ATTEMPT_TABLES = ("attributions", "attribution_evidence", "events", "connector_reports", "rule_hits")
+ATTEMPT_TABLES = ("attributions", "attribution_evidence", "events", "progress", "connector_reports", "rule_hits")
 
 RUN_COLUMNS = ("run_id", "flow", "started_at", "finished_at", "attempts", "rules_version", "lake_root", "run_date", "found",
                "skipped", "failed")

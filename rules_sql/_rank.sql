@@ -10,7 +10,7 @@
 CREATE OR REPLACE TEMP TABLE root_hits AS
 WITH roots AS (
     SELECT h.* REPLACE (h.ts - to_microseconds(CAST(coalesce(k.offset_s, 0) * 1e6 AS BIGINT)) AS ts),
-           h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, e.ts_quality
+           h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, e.ts_quality, e.uri, e.line
     FROM rule_hits h
     LEFT JOIN events e USING (attempt_id, event_id)
     LEFT JOIN node_skew k ON k.attempt_id = h.attempt_id AND k.node = e.node
@@ -42,8 +42,22 @@ FROM attempt_skew s CROSS JOIN params p;
 -- after that bound, the order between them is unknown, so the inherited one may be on time but does not set t0.
 -- An untimed cause is late only when a cause that could explain it has a time: hardware and the scheduler can explain
 -- everything, the network can explain software and application failures, software can explain application failures.
+-- Within one file the order of the lines is the order of events: a cause without a stamp of its own (untimed or only
+-- inherited) that a file shows printed after another cause's line is late, and sets no time for the causes before it.
 CREATE OR REPLACE TEMP TABLE causes AS
-WITH grouped AS (
+WITH first_lines AS (
+    SELECT attempt_id, domain, subdomain, cause_node, uri, min(line) AS line
+    FROM root_hits
+    WHERE uri IS NOT NULL
+    GROUP BY ALL
+),
+after_in_file AS (
+    SELECT DISTINCT o.attempt_id, o.domain, o.subdomain, o.cause_node
+    FROM first_lines o
+    JOIN first_lines u ON u.attempt_id = o.attempt_id AND u.uri = o.uri AND u.line < o.line
+     AND (u.domain, u.subdomain, u.cause_node) IS DISTINCT FROM (o.domain, o.subdomain, o.cause_node)
+),
+grouped AS (
     SELECT attempt_id, domain, subdomain, cause_node,
            min(ts) AS ts,
            min(ts) FILTER (WHERE coalesce(ts_quality, '') <> 'inherited') AS exact_ts,
@@ -54,11 +68,16 @@ WITH grouped AS (
     FROM root_hits
     GROUP BY ALL
 ),
+ordered AS (
+    SELECT g.*, g.exact_ts IS NULL AND a.attempt_id IS NOT NULL AS late_in_file
+    FROM grouped g
+    LEFT JOIN after_in_file a USING (attempt_id, domain, subdomain, cause_node)
+),
 bounded AS (
     SELECT g.*, g.exact_ts IS NULL AND g.ts IS NOT NULL AND g.cause_node <> '' AND EXISTS (
         SELECT 1 FROM grouped x WHERE x.attempt_id = g.attempt_id AND x.cause_node = g.cause_node
           AND x.explain_rank < g.explain_rank AND x.exact_ts >= g.ts) AS lower_bound_only
-    FROM grouped g
+    FROM ordered g
 ),
 representative AS (
     SELECT * EXCLUDE (n) FROM (
@@ -71,14 +90,15 @@ representative AS (
 ),
 timed AS (
     SELECT g.*,
-           (SELECT min(o.ts) FROM grouped o
-             WHERE o.attempt_id = g.attempt_id AND o.explain_rank <= g.explain_rank) AS t0,
-           (SELECT min(o.ts) FROM bounded o WHERE o.attempt_id = g.attempt_id AND NOT o.lower_bound_only) AS t0_all
-    FROM grouped g
+           (SELECT min(o.ts) FROM ordered o
+             WHERE o.attempt_id = g.attempt_id AND o.explain_rank <= g.explain_rank AND NOT o.late_in_file) AS t0,
+           (SELECT min(o.ts) FROM bounded o WHERE o.attempt_id = g.attempt_id AND NOT o.lower_bound_only AND NOT o.late_in_file) AS t0_all
+    FROM ordered g
 )
 SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summary, r.action, r.kind, r.code, r.rep_ts,
        least(1.0, t.strength + p.corroboration_bonus * (t.sources - 1 + t.rules - 1))
          * CASE
+               WHEN t.late_in_file THEN p.late_penalty
                WHEN t.ts IS NULL AND t.t0 IS NULL THEN 1.0  -- nothing timed to compare with
                WHEN t.ts IS NULL THEN p.late_penalty
                WHEN t.ts <= t.t0_all + to_microseconds(CAST(tol.tolerance_s * 1e6 AS BIGINT)) THEN 1.0

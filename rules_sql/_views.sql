@@ -1,5 +1,5 @@
 -- Shared views and macros that the rules and the ranking scripts read, built before any rule runs. Inputs registered
--- by the runner: events_all, attempts, reports, xid_catalog, params, history.
+-- by the runner: events_all, progress, attempts, reports, xid_catalog, params, history.
 
 -- Earlier attempts of the workloads (DESIGN §4.3); the pipeline fills it from the warehouse, empty when not registered.
 CREATE TEMP TABLE IF NOT EXISTS history (
@@ -10,15 +10,18 @@ CREATE TEMP TABLE IF NOT EXISTS history (
 CREATE OR REPLACE TEMP MACRO root_fingerprint(domain, subdomain, nodes) AS
     concat_ws('|', domain, subdomain, array_to_string(list_sort(nodes), ','));
 
--- Events inside the attempt window (start - lookback .. end + grace); unstamped events are kept (ts null).
+-- Whether the time span [lo, hi] meets an attempt's window (start - lookback .. end + grace; no end: open).
+CREATE OR REPLACE TEMP MACRO meets_window(lo, hi, start_ts, end_ts, lookback_s, grace_s) AS
+    hi >= start_ts - to_microseconds(CAST(lookback_s * 1e6 AS BIGINT))
+    AND lo <= coalesce(end_ts, lo) + to_microseconds(CAST(grace_s * 1e6 AS BIGINT));
+
+-- Events inside the attempt window; unstamped events are kept (ts null).
 CREATE OR REPLACE TEMP VIEW events AS
 SELECT e.*
 FROM events_all e
 JOIN attempts a USING (attempt_id)
 CROSS JOIN params p
-WHERE e.ts IS NULL
-   OR (e.ts >= a.start_ts - to_microseconds(CAST(p.lookback_s * 1e6 AS BIGINT))
-       AND e.ts <= coalesce(a.end_ts, e.ts) + to_microseconds(CAST(p.grace_s * 1e6 AS BIGINT)));
+WHERE e.ts IS NULL OR meets_window(e.ts, e.ts, a.start_ts, a.end_ts, p.lookback_s, p.grace_s);
 
 -- Which rank drives which GPU, from NCCL's ncclCommInitRank lines (busId) of the attempt.
 CREATE OR REPLACE TEMP VIEW gpu_ranks AS
@@ -27,12 +30,33 @@ FROM events
 WHERE kind = 'nccl_comm_init' AND gpu IS NOT NULL AND rank IS NOT NULL
 GROUP BY ALL;
 
+-- Training progress (the `progress` table: markers per file, node, rank and minute) inside the attempt window, like
+-- `events`: a row is in when its markers' span meets the window; unstamped markers (minute null) are kept.
+CREATE OR REPLACE TEMP VIEW progress_window AS
+SELECT p.*
+FROM progress p
+JOIN attempts a USING (attempt_id)
+CROSS JOIN params pr
+WHERE p.minute IS NULL OR meets_window(p.first_ts, p.last_ts, a.start_ts, a.end_ts, pr.lookback_s, pr.grace_s);
+
+-- Each rank's stamped markers (per file): how many, how many iterations, its first and last, and the usual interval
+-- between its iterations (a checkpoint save of an iteration already logged in the same minute is not a new one).
+CREATE OR REPLACE TEMP VIEW rank_progress AS
+SELECT attempt_id, uri, node, rank, sum(markers) AS markers, sum(iterations) AS iterations, min(first_ts) AS first_ts,
+       max(last_ts) AS last_ts, arg_max(last_event_id, (last_ts, last_event_id)) AS last_event_id,
+       max(max_iteration) AS max_iteration,
+       CASE WHEN sum(iterations) > 1
+            THEN (epoch_ms(max(last_ts)) - epoch_ms(min(first_ts))) / 1000.0 / (sum(iterations) - 1) END AS interval_s
+FROM progress_window
+WHERE minute IS NOT NULL
+GROUP BY ALL;
+
 -- Training progress of each attempt: the highest completed iteration or checkpoint save (DESIGN §4.3). Only completed
 -- markers count (the `progress` patterns match iteration summaries and finished saves, never starts).
 CREATE OR REPLACE TEMP VIEW attempt_progress AS
-SELECT attempt_id, max(iteration) AS progress, count(*) AS markers
-FROM events
-WHERE kind = 'progress' AND iteration IS NOT NULL
+SELECT attempt_id, max(max_iteration) AS progress, sum(markers) AS markers
+FROM progress_window
+WHERE max_iteration IS NOT NULL
 GROUP BY attempt_id;
 
 -- Clock skew (DESIGN §4.2). Anchors are moments that happen at once on every rank of a collective:

@@ -34,7 +34,7 @@ counted AS (
 scored AS (
     SELECT *, max(n_sig) OVER (PARTITION BY attempt_id, seq) AS n_max,
            min(n_sig) OVER (PARTITION BY attempt_id, seq) AS n_min,
-           string_agg(DISTINCT signature, ' vs ') OVER (PARTITION BY attempt_id, seq) AS sigs
+           string_agg(DISTINCT signature, ' vs ' ORDER BY signature) OVER (PARTITION BY attempt_id, seq) AS sigs
     FROM counted
 )
 -- a minority exists: each minority rank is a culprit

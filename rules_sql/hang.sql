@@ -1,5 +1,5 @@
 -- id: hang
--- detects: a job that stopped making progress: no `progress` event for longer than the NCCL watchdog timeout
+-- detects: a job that stopped making progress: no progress marker for longer than the NCCL watchdog timeout
 --          (torch_watchdog_timeout.timeout_ms, 600 s when none was printed) before the attempt's end, with the
 --          scheduler state TIMEOUT/DEADLINE (root) or watchdog timeouts present (confirmation only). The silence is counted beyond the usual
 --          interval between progress markers. Weak (0.4) so anything concrete wins; the hang is dated at the first
@@ -9,14 +9,14 @@
 --          time_limit); a shorter silence before a time limit only argues weakly (0.35, dated at the end) and the
 --          time limit wins.
 -- domain: infrastructure/hang
--- inputs: events(kind in progress, torch_watchdog_timeout, slurm_cancel), attempts
-WITH progress AS (
-    SELECT attempt_id, max(ts) AS last_ts, arg_max(event_id, ts) AS event_id,
-           -- the usual spacing of the markers (every rank may print the same iteration: count iterations, not lines)
-           CASE WHEN count(DISTINCT iteration) > 1
-                THEN (epoch_ms(max(ts)) - epoch_ms(min(ts))) / 1000.0 / (count(DISTINCT iteration) - 1) ELSE 0 END AS interval_s
-    FROM events
-    WHERE kind = 'progress' AND ts IS NOT NULL
+-- inputs: progress (rank_progress), events(kind in torch_watchdog_timeout, slurm_cancel), attempts
+WITH last_progress AS (
+    SELECT attempt_id, max(last_ts) AS last_ts, arg_max(last_event_id, (last_ts, last_event_id)) AS event_id,
+           -- the usual spacing of the markers (every rank may print the same iterations: the rank that logged the
+           -- most iterations over the whole span sets it)
+           CASE WHEN max(iterations) > 1
+                THEN (epoch_ms(max(last_ts)) - epoch_ms(min(first_ts))) / 1000.0 / (max(iterations) - 1) ELSE 0 END AS interval_s
+    FROM rank_progress
     GROUP BY ALL
 ),
 watchdog AS (
@@ -35,7 +35,7 @@ silence AS (
            p.interval_s, w.first_ts AS watchdog_ts, a.end_ts,
            a.state IN ('TIMEOUT', 'DEADLINE') AS time_limited
     FROM attempts a
-    JOIN progress p USING (attempt_id)
+    JOIN last_progress p USING (attempt_id)
     LEFT JOIN watchdog w USING (attempt_id)
     LEFT JOIN limit_hit l USING (attempt_id)
     WHERE a.end_ts IS NOT NULL

@@ -6,9 +6,11 @@
 --          shutdown). Like the Slurm messages these are weaker than hardware evidence: an earlier fatal GPU record
 --          explains a later eviction. Container exits with a non-zero code only say that the process ended, so they
 --          are symptoms; evictions whose cause is start-up trouble (PodsReadyTimeout, the requeuing limit it leads
---          to) and kubelet pressure evictions name no cause and are symptoms too.
+--          to) and kubelet pressure evictions name no cause and are symptoms too. The node lifecycle controller's
+--          "Node X is NotReady" (its kubelet stopped posting status) is a node failure of X, unless the controller
+--          also saw every node go NotReady at once (master disruption mode: the control plane lost them, not they it).
 -- domain: infrastructure/preemption, time_limit, cancelled, maintenance, node_failure
--- inputs: events(kind in kueue_evicted, pod_disruption, container_exit)
+-- inputs: events(kind in kueue_evicted, pod_disruption, container_exit, k8s_node_not_ready, k8s_all_nodes_not_ready)
 WITH classified AS (
     SELECT *,
         CASE
@@ -65,3 +67,13 @@ SELECT attempt_id, event_id, 'kubernetes_disruption', 'symptom', NULL, NULL, nod
        NULL
 FROM events
 WHERE kind = 'container_exit' AND exit_code <> 0
+UNION ALL
+SELECT e.attempt_id, e.event_id, 'kubernetes_disruption', CASE WHEN d.attempt_id IS NULL THEN 'root' ELSE 'symptom' END,
+       CASE WHEN d.attempt_id IS NULL THEN 'infrastructure' END, CASE WHEN d.attempt_id IS NULL THEN 'node_failure' END,
+       e.node, NULL, NULL, 'node', CASE WHEN d.attempt_id IS NULL THEN 0.6 ELSE 0.0 END, e.ts,
+       printf('node %s NotReady (the node controller stopped hearing from its kubelet)%s', coalesce(e.node, '?'),
+              CASE WHEN d.attempt_id IS NOT NULL THEN '; every node went NotReady at once' ELSE '' END),
+       CASE WHEN d.attempt_id IS NULL THEN 'restart_excluding_nodes' END
+FROM events e
+LEFT JOIN (SELECT DISTINCT attempt_id FROM events WHERE kind = 'k8s_all_nodes_not_ready') d USING (attempt_id)
+WHERE e.kind = 'k8s_node_not_ready'

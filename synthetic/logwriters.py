@@ -108,8 +108,10 @@ class Scenario:
         return "\n".join(out) + "\n"
 
 
-def write_attempt(folder: Path, s: Scenario, *, workload: str, cluster: str, gpu_model: str, state: str, exit_code: str) -> Path:
-    """Write one scenario as an attempt folder (application log, a kernel log per node, attempt.yaml); return the spec."""
+def write_attempt(folder: Path, s: Scenario, *, workload: str, cluster: str, gpu_model: str, state: str, exit_code: str,
+                  attempt: int = 0, metrics: str | None = None) -> Path:
+    """Write one scenario as an attempt folder (application log, a kernel log per node, attempt.yaml, and the metrics
+    CSV when given); return the spec."""
     (folder / "app").mkdir(parents=True, exist_ok=True)
     (folder / "kernel").mkdir(parents=True, exist_ok=True)
     app = "\n".join(line for _, line in sorted(s.app, key=lambda x: x[0])) + "\n"
@@ -117,10 +119,14 @@ def write_attempt(folder: Path, s: Scenario, *, workload: str, cluster: str, gpu
     for node in s.nodes:
         (folder / "kernel" / f"{node}.log").write_text(s.kernel_file(node), encoding="utf-8")
     spec = {
-        "workload_id": workload, "attempt": 0, "cluster": cluster, "state": state, "exit_code": exit_code,
+        "workload_id": workload, "attempt": attempt, "cluster": cluster, "state": state, "exit_code": exit_code,
         "start": s.start.strftime("%Y-%m-%dT%H:%M:%SZ"), "end": s.end.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "timezone": "UTC", "gpu_model": gpu_model, "gpus_per_node": GPUS, "nodes": s.nodes,
         "logs": [{"source": "applog", "path": "app/*.log"}, {"source": "syslog", "path": "kernel/{node}.log"}],
     }
+    if metrics is not None:
+        (folder / "metrics").mkdir(exist_ok=True)
+        (folder / "metrics" / "dcgm_ib.csv").write_text(metrics, encoding="utf-8")
+        spec["metrics"] = ["metrics/dcgm_ib.csv"]
     (folder / "attempt.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return folder / "attempt.yaml"

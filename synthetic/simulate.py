@@ -2,9 +2,11 @@
 
 `simulate` writes DIR/topology.yaml (node -> leaf switch and port), DIR/catalog/<day>/<attempt>/ (static context and
 logs in the line formats real clusters print, through the shared writers of synthetic/logwriters.py),
-DIR/truth.jsonl and DIR/fleet_truth.json (the injected repeat offenders: lemon nodes and the bad switch port). The truth of every attempt comes ONLY from the fault that was injected into it (the FAULTS table
-below), never from the rules. The failure mix follows the Llama 3 405B interruption table
-plus application failures and lifecycle endings. Deterministic for a seed.
+DIR/truth.jsonl and DIR/fleet_truth.json (the injected repeat offenders: lemon nodes and the bad switch port). The
+truth of every attempt comes ONLY from the fault that was injected into it (the FAULTS table below), never from the
+rules. Optionally each attempt's metrics (synthetic/metrics.py) and requeued attempts of failed jobs; `evaluate`
+scores a warehouse against the truth (synthetic/scorecard.py). The failure mix follows the Llama 3 405B interruption
+table plus application failures and lifecycle endings. Deterministic for a seed.
 """
 from __future__ import annotations
 
@@ -18,10 +20,12 @@ from pathlib import Path
 import yaml
 from firstfault.connectors.static_context import load_static_context
 from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attempt
+from firstfault.synthetic.metrics import metrics_csv
 from firstfault.warehouse.read import verdict_summaries
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault import progress
+from firstfault.synthetic import scorecard
 from firstfault.run import load_rule_set, run_attempts
 
 T0 = datetime(2026, 11, 1, 0, 0, 0, tzinfo=timezone.utc)
@@ -70,6 +74,13 @@ class Fleet:
     topology: dict[str, dict]
     lemons: list[str]
     bad_port_node: str
+
+
+@dataclass
+class Job:
+    workload: str
+    nodes: list[str]
+    gpu_model: str
 
 
 def _fleet(rng: random.Random, n: int, lemons: int = 2) -> Fleet:
@@ -360,7 +371,7 @@ def _pad(s: Scenario, rng: random.Random, target: int) -> None:
 def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: int = 7, seed: int = 0,
              lines: tuple[int, int] = (150, 1500), lemons: int = 2, lemon_share: float = 0.25,
              bad_port_share: float = 0.5, weights: dict[str, float] | None = None, pad_bytes: int = 0,
-             max_job_nodes: int = 0) -> Path:
+             max_job_nodes: int = 0, metrics: bool = False, requeue_share: float = 0.0) -> Path:
     """Write a simulated fleet under `out`; return the path of truth.jsonl.
 
     Repeat offenders: `lemons` lemon nodes take a hardware fault's blame with probability `lemon_share`; the node
@@ -368,13 +379,17 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
     DIR/fleet_truth.json). `weights` overrides FAULTS weights per kind (e.g. {"ib_link": 150} so that a small fleet
     still sees several link faults). `pad_bytes` pads each attempt's app log with ~that many bytes of benign noise
     lines (for benchmarks: volume without more attempts). `max_job_nodes` caps a job's size (0: the fleet's size;
-    small jobs make small, fast fleets for tests). The defaults reproduce the original fleets exactly. An interrupted
-    or failed run into a new folder removes it: nothing half-written is left to be mistaken for a fleet."""
+    small jobs make small, fast fleets for tests). `metrics` writes each attempt's metrics file (synthetic/metrics.py:
+    GPU temperature, Xid, ECC and NVLink counters, IB link counters, moved by the injected hardware and link faults).
+    `requeue_share` is the share of failed jobs that Slurm's requeue or a restart script runs again (attempts 1, 2,
+    ..., each with its own truth row; see `_requeue`). The defaults (no metrics, no requeues) reproduce the original
+    fleets exactly: those options draw from random streams of their own. An interrupted or failed run into a new
+    folder removes it: nothing half-written is left to be mistaken for a fleet."""
     out = Path(out)
     fresh = not out.exists()
     try:
         return _write_fleet(out, nodes, attempts, days, seed, lines, lemons, lemon_share, bad_port_share, weights, pad_bytes,
-                            max_job_nodes)
+                            max_job_nodes, metrics, requeue_share)
     except BaseException:
         if fresh:
             shutil.rmtree(out, ignore_errors=True)
@@ -383,7 +398,7 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
 
 def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lines: tuple[int, int], lemons: int,
                  lemon_share: float, bad_port_share: float, weights: dict[str, float] | None, pad_bytes: int,
-                 max_job_nodes: int) -> Path:
+                 max_job_nodes: int, metrics: bool, requeue_share: float) -> Path:
     rng = random.Random(seed)
     pad_rng = random.Random(f"pad-{seed}")  # its own stream: padding never shifts the faults of a seed
     fleet = _fleet(rng, nodes, lemons)
@@ -422,37 +437,77 @@ def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lin
         start = T0 + timedelta(seconds=rng.uniform(0, days * 86400))
         start = start.replace(microsecond=0)
         end = start + timedelta(minutes=rng.uniform(30, 240))
-        workload = f"job-{i:05d}"
-        s = Scenario(workload, job_nodes, start, end.replace(microsecond=0), "FAILED", "1:0", kernel_format=rng.choice(KERNEL_FORMATS))
-        s.skew = {n: rng.uniform(-2.0, 2.0) for n in job_nodes}
-        if rng.random() < 0.05:  # occasionally one node's clock is well off
-            s.skew[rng.choice(job_nodes)] = rng.choice((-1, 1)) * rng.uniform(5, 30)
-        s.silent_after = {}
-        culprits, roots, over = _build(kind, s, rng, gpu_model, culprit, second)
-        if kind == "success":
-            over = {"state": "COMPLETED", "exit_code": "0:0"}
-        _noise(s, rng, rng.randint(*lines))
-        if pad_bytes > 0:
-            _pad(s, pad_rng, pad_bytes)
-        for node, t in s.silent_after.items():
-            s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
-        day = f"{start:%Y-%m-%d}"
-        folder = out / "catalog" / day / f"{workload}-0"
-        write_attempt(folder, s, workload=workload, cluster=CLUSTER, gpu_model=gpu_model,
-                      state=over.get("state", s.state), exit_code=over.get("exit_code", s.exit_code))
-        _, verdict, domain, subdomain, attributable = FAULTS[kind]
-        truth_lines.append({
-            "attempt_id": f"{CLUSTER}/{workload}/0", "spec": str(Path("catalog") / day / f"{workload}-0" / "attempt.yaml"),
-            "kind": kind, "verdict": verdict, "domain": domain, "subdomain": subdomain,
-            "culprit_nodes": culprits, "attributable": attributable, "gpu_model": gpu_model, "nodes": len(job_nodes),
-            "root_lines": roots, "max_abs_skew_s": round(max(abs(v) for v in s.skew.values()), 3),
-        })
+        job = Job(f"job-{i:05d}", job_nodes, gpu_model)
+        first, end = _write_attempt(out, job, 0, kind, culprit, second, start, end, rng, lines, pad_rng, pad_bytes, metrics, seed)
+        truth_lines.append(first)
+        requeues = random.Random(f"requeue-{seed}-{i}")  # its own stream: requeues never shift the first attempts
+        if requeues.random() < requeue_share:
+            truth_lines += _requeue(out, fleet, job, first, end, requeues, kinds, weights, lines, metrics, seed)
     path = out / "truth.jsonl"
     path.write_text("".join(json.dumps(t, sort_keys=True) + "\n" for t in truth_lines), encoding="utf-8")
     written.close(ok=True)
     return path
 
 
+def _write_attempt(out: Path, job: Job, attempt: int, kind: str, culprit: str, second: str | None, start: datetime,
+                   end: datetime, rng: random.Random, lines: tuple[int, int], pad_rng: random.Random, pad_bytes: int,
+                   metrics: bool, seed: int) -> tuple[dict, datetime]:
+    """Inject `kind` into one attempt of `job`, write its folder; return its truth row and its end."""
+    s = Scenario(job.workload, job.nodes, start, end.replace(microsecond=0), "FAILED", "1:0", kernel_format=rng.choice(KERNEL_FORMATS))
+    s.skew = {n: rng.uniform(-2.0, 2.0) for n in job.nodes}
+    if rng.random() < 0.05:  # occasionally one node's clock is well off
+        s.skew[rng.choice(job.nodes)] = rng.choice((-1, 1)) * rng.uniform(5, 30)
+    s.silent_after = {}
+    culprits, roots, over = _build(kind, s, rng, job.gpu_model, culprit, second)
+    if kind == "success":
+        over = {"state": "COMPLETED", "exit_code": "0:0"}
+    _noise(s, rng, rng.randint(*lines))
+    if pad_bytes > 0:
+        _pad(s, pad_rng, pad_bytes)
+    for node, t in s.silent_after.items():
+        s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
+    day = f"{start:%Y-%m-%d}"
+    folder = out / "catalog" / day / f"{job.workload}-{attempt}"
+    metrics_text = metrics_csv(s, roots, random.Random(f"metrics-{seed}-{job.workload}-{attempt}")) if metrics else None
+    write_attempt(folder, s, workload=job.workload, cluster=CLUSTER, gpu_model=job.gpu_model, attempt=attempt,
+                  state=over.get("state", s.state), exit_code=over.get("exit_code", s.exit_code), metrics=metrics_text)
+    _, verdict, domain, subdomain, attributable = FAULTS[kind]
+    return {
+        "attempt_id": f"{CLUSTER}/{job.workload}/{attempt}", "spec": str(Path("catalog") / day / f"{job.workload}-{attempt}" / "attempt.yaml"),
+        "kind": kind, "verdict": verdict, "domain": domain, "subdomain": subdomain,
+        "culprit_nodes": culprits, "attributable": attributable, "gpu_model": job.gpu_model, "nodes": len(job.nodes),
+        "root_lines": roots, "max_abs_skew_s": round(max(abs(v) for v in s.skew.values()), 3),
+    }, s.end
+
+
+def _requeue(out: Path, fleet: Fleet, job: Job, failed: dict, end: datetime, rng: random.Random, kinds: list[str],
+             weights: list[float], lines: tuple[int, int], metrics: bool, seed: int) -> list[dict]:
+    """Attempts 1, 2, ... of a failed job, as Slurm's requeue or a restart script runs them: on the same nodes, except
+    a node blamed for an infrastructure, hardware or network fault, which is drained and replaced. An application
+    fault comes back (the bug is still there); otherwise the job mostly runs through. Stops at a success or a cancel."""
+    rows = [failed]
+    for attempt in range(1, 1 + rng.randint(1, 2)):
+        last = rows[-1]
+        if last["verdict"] == "not_failed" or last["kind"] == "cancelled":
+            break
+        nodes = list(job.nodes)
+        for node in last["culprit_nodes"] if last["domain"] in ("infrastructure", "hardware", "network") else ():
+            nodes[nodes.index(node)] = rng.choice([n for n in fleet.nodes if n not in nodes])
+        job = Job(job.workload, sorted(nodes), job.gpu_model)
+        if last["domain"] == "application":
+            kind = last["kind"]
+        elif rng.random() < 0.6:
+            kind = "success"
+        else:
+            kind = rng.choices([k for k in kinds if len(nodes) > 1 or k not in NEEDS_PEERS],
+                               [w for k, w in zip(kinds, weights) if len(nodes) > 1 or k not in NEEDS_PEERS])[0]
+        culprit = rng.choice(job.nodes)
+        second = rng.choice([n for n in job.nodes if n != culprit]) if kind == "ambiguous" else None
+        start = (end + timedelta(seconds=rng.uniform(60, 600))).replace(microsecond=0)
+        row, end = _write_attempt(out, job, attempt, kind, culprit, second, start, start + timedelta(minutes=rng.uniform(30, 240)),
+                                  rng, lines, rng, 0, metrics, seed)
+        rows.append(row)
+    return rows[1:]
 
 
 def read_truth(directory: str | Path) -> list[dict]:
@@ -476,73 +531,11 @@ def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, 
 
 def evaluate(directory: str | Path, warehouse: str | Path) -> dict:
     """Score the warehouse's verdicts against truth.jsonl (see `firstfault evaluate`)."""
-    truth = read_truth(directory)
-    rows = verdict_summaries(str(warehouse))
-    got = {r[0]: {"verdict": r[1], "domain": r[2], "subdomain": r[3], "culprit_nodes": sorted(r[4] or [])} for r in rows}
-    n = {"attempts": len(truth), "scored": 0, "missing": 0}
-    verdict_ok = domain_ok = culprit_ok = sub_ok = failures = 0
-    confident_wrong: list[dict] = []
-    misses: list[dict] = []
-    confusion: dict[str, dict[str, int]] = {}
-    for t in truth:
-        g = got.get(t["attempt_id"])
-        if g is None:
-            n["missing"] += 1
-            continue
-        n["scored"] += 1
-        if g["verdict"] == t["verdict"]:
-            verdict_ok += 1
-        if t["verdict"] == "not_failed":
-            continue
-        exp_d, got_d = str(t["domain"]) if t["attributable"] else f"({t['verdict']})", str(g["domain"]) if g["verdict"] == "attributed" else f"({g['verdict']})"
-        confusion.setdefault(exp_d, {}).setdefault(got_d, 0)
-        confusion[exp_d][got_d] += 1
-        if not t["attributable"]:
-            if g["verdict"] == "attributed":
-                confident_wrong.append({**_brief(t), "got": g})
-            continue
-        failures += 1
-        d_ok = g["verdict"] == "attributed" and g["domain"] == t["domain"]
-        c_ok = g["verdict"] == "attributed" and g["culprit_nodes"] == sorted(t["culprit_nodes"])
-        domain_ok += d_ok
-        culprit_ok += c_ok
-        sub_ok += g["verdict"] == "attributed" and g["subdomain"] == t["subdomain"]
-        if g["verdict"] == "attributed" and not (d_ok and c_ok):
-            confident_wrong.append({**_brief(t), "got": g})
-        elif not (d_ok and c_ok):
-            misses.append({**_brief(t), "got": g})
-    ratio = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
-    return {
-        **n, "attributable_failures": failures,
-        "verdict_accuracy": ratio(verdict_ok, n["scored"]),
-        "domain_accuracy": ratio(domain_ok, failures),
-        "culprit_accuracy": ratio(culprit_ok, failures),
-        "subdomain_accuracy": ratio(sub_ok, failures),
-        "confident_wrong": len(confident_wrong), "confident_wrong_attempts": confident_wrong,
-        "misses": misses, "confusion": confusion,
-    }
+    got = {r[0]: {"verdict": r[1], "domain": r[2], "subdomain": r[3], "culprit_nodes": r[4]} for r in verdict_summaries(str(warehouse))}
+    return scorecard.score([(t["attempt_id"], _expectation(t), got.get(t["attempt_id"]), []) for t in read_truth(directory)])
 
 
-def _brief(t: dict) -> dict:
-    return {k: t[k] for k in ("attempt_id", "kind", "verdict", "domain", "subdomain", "culprit_nodes")}
-
-
-def render(result: dict) -> str:
-    pct = lambda v: "n/a" if v is None else f"{100 * v:.1f} %"  # noqa: E731
-    out = [f"attempts {result['attempts']} (scored {result['scored']}, missing {result['missing']}), attributable failures {result['attributable_failures']}",
-           f"verdict accuracy    {pct(result['verdict_accuracy'])}",
-           f"domain accuracy     {pct(result['domain_accuracy'])}",
-           f"culprit accuracy    {pct(result['culprit_accuracy'])}",
-           f"subdomain accuracy  {pct(result['subdomain_accuracy'])}",
-           f"confident wrong     {result['confident_wrong']}", "", "confusion (rows: expected domain, columns: got domain)"]
-    cols = sorted({c for row in result["confusion"].values() for c in row})
-    width = max([len(c) for c in cols] + [14])
-    out.append("".ljust(width) + "  " + "  ".join(c.rjust(width) for c in cols))
-    for exp in sorted(result["confusion"]):
-        out.append(exp.ljust(width) + "  " + "  ".join(str(result["confusion"][exp].get(c, 0)).rjust(width) for c in cols))
-    for title, key in (("confident wrong", "confident_wrong_attempts"), ("misses (not attributed)", "misses")):
-        if result[key]:
-            out += ["", f"{title}:"]
-            out += [f"  {m['attempt_id']} {m['kind']}: expected {m['verdict']} {m['domain']}/{m['subdomain']} {m['culprit_nodes']} "
-                    f"got {m['got']['verdict']} {m['got']['domain']}/{m['got']['subdomain']} {m['got']['culprit_nodes']}" for m in result[key][:40]]
-    return "\n".join(out)
+def _expectation(t: dict) -> dict:
+    """What truth.jsonl scores: every field of an attributable failure, only the verdict of the other attempts."""
+    keys = ("verdict", "domain", "subdomain", "culprit_nodes") if t["verdict"] == "attributed" else ("verdict",)
+    return {"kind": t["kind"], **{k: t[k] for k in keys}}

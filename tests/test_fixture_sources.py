@@ -26,7 +26,8 @@ FIXTURE_FILES = sorted((ROOT / "rules_sql").glob("*.yaml")) + sorted((ROOT / "te
 #: a near-miss negative that list their sources
 REAL_LINE_RULES = (
     "cuda_error", "filesystem_error", "gpu_fallen_off_bus", "host_oom", "ib_link_kernel", "kernel_fault", "nan_loss",
-    "node_vanished", "pcie_aer", "python_exception", "segfault", "slurm_messages", "xid_root",
+    "kubernetes_disruption", "node_vanished", "pcie_aer", "python_exception", "roce_gid", "segfault", "slurm_messages",
+    "xid_root", "_rank",
 )
 #: fixture files where every case is built from real lines
 ALL_SOURCED = {"filesystem_error.yaml", "kernel_fault.yaml", "nan_loss.yaml", "node_vanished.yaml"}

@@ -49,7 +49,7 @@ def test_attempts_landed_together_match_each_landed_alone(tmp_path):
     for ctx in ctxs:
         land_attempt(ctx, alone, patterns, settings)
     for ctx in ctxs:
-        for table in ("logs", "events", "context", "connector_reports"):
+        for table in ("logs", "events", "progress", "context", "connector_reports"):
             assert landed(together, ctx, table) == landed(alone, ctx, table), (ctx.workload_id, table)
     logs = {ctx.workload_id: landed(together, ctx, "logs") for ctx in ctxs}
     # the same local stamp is a different instant in each attempt's zone; the kernel's boots anchor per file
@@ -82,5 +82,5 @@ def test_attempts_landed_by_worker_processes_match_those_landed_together(tmp_pat
         assert sorted(r.attempt_id for r in results) == sorted(c.attempt_id for c in ctxs)
         lakes[name] = Lake(str(tmp_path / name))
     for ctx in ctxs:
-        for table in ("logs", "events", "context"):
+        for table in ("logs", "events", "progress", "context"):
             assert landed(lakes["workers"], ctx, table) == landed(lakes["together"], ctx, table), (ctx.attempt_id, table)

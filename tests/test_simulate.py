@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
 
-from firstfault.synthetic.simulate import FAULTS, REAL_SHAPES, attribute_fleet, evaluate, read_truth, simulate
+from firstfault.cli import main
+from firstfault.synthetic.simulate import FAULTS, REAL_SHAPES, T0, attribute_fleet, evaluate, read_truth, simulate
+
+from conftest import warehouse_rows
 
 
 def _digest(root: Path) -> str:
@@ -61,8 +65,6 @@ def test_small_fleet_is_attributed_accurately(small_fleet):
 
 
 def test_evaluate_command(small_fleet, capsys):
-    from firstfault.cli import main
-
     root, warehouse = small_fleet
     assert main(["evaluate", "--truth", str(root), "--warehouse", warehouse]) == 0
     out = capsys.readouterr().out
@@ -80,3 +82,41 @@ def test_real_shapes_are_written_and_attributed(tmp_path):
     assert result["missing"] == 0
     assert result["domain_accuracy"] == 1.0 and result["culprit_accuracy"] == 1.0, result["misses"] + result["confident_wrong_attempts"]
     assert result["confident_wrong"] == 0, result["confident_wrong_attempts"]
+
+
+# The default fleets are the fleet benchmark's pinned profile: new simulator options stay off by default and draw from
+# random streams of their own, so these bytes change only when the default fleet is meant to change.
+PINNED = [
+    (dict(nodes=32, attempts=40, days=2, seed=7, lines=(20, 60)), "fccdbc5655c56cf74c2e05750b9882733b33b06c8a78f854c5d205f2b132e70b"),
+    (dict(nodes=32, attempts=20, days=2, seed=7, lines=(20, 60), pad_bytes=2000), "d56cf0fcb73b31cb65b5dfc49f5338997826435c11285643486e2e39f23c1b98"),
+]
+
+
+@pytest.mark.parametrize("params, digest", PINNED)
+def test_default_fleet_bytes_are_pinned(tmp_path, params, digest):
+    simulate(tmp_path, **params)
+    assert _digest(tmp_path) == digest
+    assert not list(tmp_path.rglob("metrics")) and all(t["attempt_id"].endswith("/0") for t in read_truth(tmp_path))
+
+
+def test_metrics_and_requeues_are_attributed_by_the_nightly(tmp_path, capsys):
+    """A fleet with per-attempt metrics (DCGM and IB counters moved by the injected faults) and requeued attempts,
+    run through `firstfault nightly` night by night and scored by `firstfault evaluate`: the simulator's accuracy."""
+    weights = {"gpu_lost": 80, "gpu_memory": 80, "gpu_nvlink": 60, "gpu_firmware": 40, "ib_link": 80, **REAL_SHAPES}
+    simulate(tmp_path / "fleet", nodes=32, attempts=40, days=1, seed=4, lines=(20, 40), max_job_nodes=4, weights=weights,
+             metrics=True, requeue_share=0.6)
+    truth = read_truth(tmp_path / "fleet")
+    requeued = [t for t in truth if not t["attempt_id"].endswith("/0")]
+    assert len(requeued) >= 5 and {t["kind"] for t in requeued} - {"success"}, requeued
+    assert len(list((tmp_path / "fleet" / "catalog").glob("*/*/metrics/*.csv"))) == len(truth)
+    warehouse = str(tmp_path / "wh.duckdb")
+    common = ["--catalog", str(tmp_path / "fleet" / "catalog"), "--lake", str(tmp_path / "lake"), "--warehouse", warehouse]
+    assert main(["-q", "nightly", "--since", T0.date().isoformat(), "--until", "2026-11-03", *common, "--prefect", "never"]) == 0
+    capsys.readouterr()
+    assert main(["-q", "evaluate", "--truth", str(tmp_path / "fleet"), "--warehouse", warehouse, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["missing"] == 0 and result["attributable_failures"] >= 20, result
+    assert result["domain_accuracy"] == 1.0 and result["culprit_accuracy"] == 1.0, result["misses"] + result["confident_wrong_attempts"]
+    assert result["confident_wrong"] == 0, result["confident_wrong_attempts"]
+    metric_rules = {r["rule_id"] for r in warehouse_rows(warehouse, "SELECT DISTINCT rule_id FROM rule_hits WHERE role = 'root'")}
+    assert {"dcgm_gpu_health", "ib_port_flaps"} <= metric_rules

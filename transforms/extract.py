@@ -126,14 +126,28 @@ def _target(name: str) -> str:
     return base
 
 
-def _check_regex(regex: str, where: str) -> None:
+def _regex_checks(regex: str) -> list[pl.Expr]:
+    """What extraction will run of the regex: contains, and extract_groups when it names groups."""
+    m = pl.lit("x", dtype=pl.String)
+    checks = [m.str.contains(regex)]
+    if _GROUP_NAME_RE.search(regex):
+        checks.append(m.str.extract_groups(regex))
+    return checks
+
+
+def check_regexes(patterns: Sequence[Pattern]) -> None:
+    """PatternError naming the first pattern whose regex polars cannot compile. Every regex is compiled in one call;
+    when that fails, pattern by pattern to name the bad one."""
     try:
-        s = pl.Series("m", ["", "x"], dtype=pl.String)
-        s.str.contains(regex)
-        if _GROUP_NAME_RE.search(regex):
-            s.str.extract_groups(regex)
-    except Exception as exc:  # polars raises ComputeError for a bad regex
-        raise PatternError(f"{where}: invalid regex: {exc}") from exc
+        pl.select([e.alias(f"c{i}_{j}") for i, p in enumerate(patterns) for j, e in enumerate(_regex_checks(p.regex))])
+        return
+    except Exception:  # noqa: BLE001 - polars raises ComputeError for a bad regex; find it below
+        pass
+    for p in patterns:
+        try:
+            pl.select([e.alias(f"c{j}") for j, e in enumerate(_regex_checks(p.regex))])
+        except Exception as exc:  # noqa: BLE001
+            raise PatternError(f"{p.origin}: invalid regex: {exc}") from exc
 
 
 def _parse_entry(entry: Any, where: str) -> Pattern:
@@ -173,7 +187,6 @@ def _parse_entry(entry: Any, where: str) -> Pattern:
     for g in _GROUP_NAME_RE.findall(regex):
         if _target(g) in RESERVED_GROUPS:
             raise PatternError(f"{where}: group name {g!r} is reserved (line data)")
-    _check_regex(regex, where)
     group = entry.get("group") or kind
     return Pattern(
         kind=kind,
@@ -186,21 +199,26 @@ def _parse_entry(entry: Any, where: str) -> Pattern:
     )
 
 
-def load_pattern_file(path: Path) -> list[Pattern]:
+def load_pattern_file(path: Path, *, check: bool = True) -> list[Pattern]:
+    """The patterns of one file; `check` compiles their regexes first (a site's files: a typo is exit 2 before any
+    landing). The built-in files are checked by the test suite instead: compiling their ~170 regexes costs ~0.4 s,
+    most of a small attempt's run, and extraction compiles only those whose triggers occur."""
     stat = Path(path).stat()
-    return list(_load_pattern_file(str(path), stat.st_mtime_ns, stat.st_size))
+    return list(_load_pattern_file(str(path), stat.st_mtime_ns, stat.st_size, check))
 
 
 @functools.lru_cache(maxsize=256)
-def _load_pattern_file(path: str, mtime_ns: int, size: int) -> tuple[Pattern, ...]:
-    """Parsed and checked once per process and file version: a nightly shard lands attempts one by one, and
-    parsing the YAML and compiling every regex again cost ~0.4 s per attempt."""
+def _load_pattern_file(path: str, mtime_ns: int, size: int, check: bool) -> tuple[Pattern, ...]:
+    """Parsed (and checked) once per process and file version: a nightly shard lands attempts one by one."""
     data = yamlio.safe_load(Path(path).read_text(encoding="utf-8"))
     if data is None:
         return ()
     if not isinstance(data, list):
         raise PatternError(f"{path}: a pattern file is a YAML list")
-    return tuple(_parse_entry(e, f"{Path(path).name}[{i}]") for i, e in enumerate(data))
+    patterns = tuple(_parse_entry(e, f"{Path(path).name}[{i}]") for i, e in enumerate(data))
+    if check:
+        check_regexes(patterns)
+    return patterns
 
 
 
@@ -211,7 +229,7 @@ def load_patterns(extra_dirs: Sequence[Path] = ()) -> list[Pattern]:
         if not d.is_dir():
             continue
         for p in sorted(d.glob("*.yaml"), key=lambda p: p.name):
-            out.extend(load_pattern_file(p))
+            out.extend(load_pattern_file(p, check=d != PATTERNS_DIR))
     return out
 
 
@@ -317,20 +335,32 @@ _PCI_FIELDS = frozenset({"pci", "source_id"})
 _LINE_PASS = ("attempt_id", "source", "uri", "line", "ts", "ts_quality")
 
 
+def _group(name: str) -> pl.Expr:
+    """A named group of the ``__g`` captures; an empty capture is null."""
+    e = pl.col("__g").struct.field(name)
+    return pl.when(e.str.len_chars() > 0).then(e)
+
+
+def _groups_by_target(pat: Pattern) -> dict[str, list[str]]:
+    by_target: dict[str, list[str]] = {}
+    for g in pat.group_names:
+        by_target.setdefault(_target(g), []).append(g)
+    return by_target
+
+
+def _captured(names: list[str], dtype: pl.DataType) -> pl.Expr:
+    """A capturable column from its groups: the first non-null, integers parsed."""
+    e = pl.coalesce([_group(n) for n in names]) if len(names) > 1 else _group(names[0])
+    return _parse_int(e).cast(dtype, strict=False) if isinstance(dtype, _INT_TYPES) else e.cast(pl.String)
+
+
 def _pattern_narrow(rows: pl.DataFrame, pat: Pattern, prio: int) -> pl.DataFrame:
     """Captures of one pattern on the rows it owns: ``__row``, ``__prio``, ``kind``, ``c_<col>``, ``__gpu``,
     ``__busid``, ``fields``. Column naming keeps the line's own node/rank apart from captured ones."""
-    groups = pat.group_names
-    if groups:
+    if pat.group_names:
         rows = rows.with_columns(pl.col("msg").str.extract_groups(pat.regex).alias("__g"))
-
-    def grp(name: str) -> pl.Expr:
-        e = pl.col("__g").struct.field(name)
-        return pl.when(e.str.len_chars() > 0).then(e)
-
-    by_target: dict[str, list[str]] = {}
-    for g in groups:
-        by_target.setdefault(_target(g), []).append(g)
+    grp = _group
+    by_target = _groups_by_target(pat)
 
     cols: dict[str, pl.Expr] = {}
     field_members: dict[str, pl.Expr] = {}
@@ -345,10 +375,7 @@ def _pattern_narrow(rows: pl.DataFrame, pat: Pattern, prio: int) -> pl.DataFrame
             continue
         e = pl.coalesce([grp(n) for n in names]) if len(names) > 1 else grp(names[0])
         if tgt in CAPTURABLE:
-            dtype = EVENT_SCHEMA[tgt]
-            cols[f"c_{tgt}"] = (
-                _parse_int(e).cast(dtype, strict=False) if isinstance(dtype, _INT_TYPES) else e.cast(pl.String)
-            )
+            cols[f"c_{tgt}"] = _captured(names, EVENT_SCHEMA[tgt])
         elif tgt in _PCI_FIELDS or tgt.endswith("_pci"):
             field_members[tgt] = normalize_device(e)
         else:
@@ -374,6 +401,36 @@ def _pattern_narrow(rows: pl.DataFrame, pat: Pattern, prio: int) -> pl.DataFrame
         *[e.alias(c) for c, e in cols.items()],
         _fields_json(field_members).alias("fields"),
     )
+
+
+def first_match(lines: pl.DataFrame, patterns: Sequence[Pattern], target: str) -> pl.DataFrame:
+    """The lines that one of `patterns` matches, in their order, with the column `target` as the first pattern that
+    matches (load order) captures or sets it: what extract_events gives the events of these patterns, one column
+    wide. The progress summary reads the iterations of a million markers this way without building their events."""
+    dtype = EVENT_SCHEMA[target]
+    rows, msg = lines.with_row_index("__row"), pl.col("msg")
+    parts: list[pl.DataFrame] = []
+    taken: pl.Series | None = None
+    for pat in patterns:
+        cond = msg.str.contains_any(list(pat.triggers)).fill_null(False)
+        if pat.sources is not None:
+            cond = cond & pl.col("source").is_in(list(pat.sources)).fill_null(False)
+        if taken is not None:
+            cond = cond & ~pl.col("__row").is_in(taken.implode())
+        hit = rows.filter(cond).filter(msg.str.contains(pat.regex).fill_null(False))
+        if not hit.height:
+            continue
+        names = _groups_by_target(pat).get(target)
+        value = _captured(names, dtype) if names else pl.lit(None, dtype)
+        if target in pat.constants:
+            value = pl.coalesce(value, _const_lit(pat.constants[target], dtype).cast(dtype))
+        if names:
+            hit = hit.with_columns(msg.str.extract_groups(pat.regex).alias("__g"))
+        parts.append(hit.with_columns(value.cast(dtype).alias(target)).drop("__g", strict=False))
+        taken = hit["__row"] if taken is None else pl.concat([taken, hit["__row"]])
+    if not parts:
+        return lines.clear().with_columns(pl.lit(None, dtype).alias(target))
+    return pl.concat(parts).sort("__row").drop("__row")
 
 
 def _extract_df(

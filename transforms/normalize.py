@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from firstfault.transforms.decorations import strip_decorations
+from firstfault.transforms.fixed_formats import strip_by_format
 from firstfault.transforms.placement import place_attempt_lines
 from firstfault.transforms.timestamps import local_window, parse_timestamps
 
@@ -16,24 +17,33 @@ if TYPE_CHECKING:  # the attempt facts read here; transforms do not import conne
     from firstfault.connectors.static_context import AttemptContext
 
 
-def normalize_lines(ctxs: Sequence[AttemptContext], lines: pl.DataFrame) -> pl.DataFrame:
+def normalize_lines(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, *, fast: bool = True) -> pl.DataFrame:
     """Strip, stamp and place the lines of the attempts `ctxs` (each line's `_attempt` indexes them), in one plan
     per time zone (the attempts of a fleet mostly share one). `attempt_id` is left to the caller (a literal per
-    attempt costs nothing; a column built per line does)."""
+    attempt costs nothing; a column built per line does). The lines of files with a known format (`_format`, from
+    `fixed_formats.detect_format`) are cut at fixed positions unless `fast` is off; the result is the same."""
     present = sorted(lines.get_column("_attempt").unique().to_list()) or [0]  # no lines left: still the columns
     by_zone: dict[str, list[int]] = {}
     for position in present:
         by_zone.setdefault(ctxs[position].timezone, []).append(position)
     parts = [_normalize_zone(ctxs, lines if len(by_zone) == 1 else lines.filter(pl.col("_attempt").is_in(positions)), tz,
-                             positions).collect()
+                             positions, fast).collect()
              for tz, positions in by_zone.items()]
     if len(parts) == 1:
         return parts[0]
     return pl.concat(parts, how="vertical").sort(["_file", "line"], maintain_order=True)
 
 
-def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str, positions: list[int]) -> pl.LazyFrame:
-    lf = strip_decorations(lines.lazy())
+def _stripped(lines: pl.DataFrame, fast: bool) -> pl.LazyFrame:
+    """`strip_decorations` of the lines, those of known formats cut at fixed positions (fixed_formats.py)."""
+    if not fast or "_format" not in lines.columns or lines.get_column("_format").null_count() == lines.height:
+        return strip_decorations(lines.drop("_format", strict=False).lazy())
+    return strip_by_format(lines).lazy()
+
+
+def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str, positions: list[int],
+                    fast: bool) -> pl.LazyFrame:
+    lf = _stripped(lines, fast)
     if len(positions) == 1:  # one attempt: its facts are literals, cheaper than per-line lookups
         ctx = ctxs[positions[0]]
         lf = parse_timestamps(lf, tz=tz, window_start=ctx.start, window_end=ctx.end or ctx.start)

@@ -18,7 +18,7 @@ from firstfault.warehouse.store import connect_reader
 QUERY = "<query>"
 READ_STATEMENTS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
 # the lake's tables (docs/tables.md), exposed as views lake.<name> when they have files
-LAKE_TABLES = ("logs", "events", "metrics", "context", "connector_reports", "flight_recorder")
+LAKE_TABLES = ("logs", "events", "progress", "metrics", "context", "connector_reports", "flight_recorder")
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 300.0  # the nightly writer waits longer than this for readers (store.WRITER_WAIT_S)
 

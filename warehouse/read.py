@@ -111,6 +111,30 @@ def unchanged_attempts(path: str, fingerprints: dict[str, str], version: str) ->
     return {a for a, v, f in rows if (v, f) == (version, fingerprints[a])}
 
 
+_EVENTS_PROGRESS = "(SELECT max(e.iteration) FROM events e WHERE e.attempt_id = {a}.attempt_id AND e.kind = 'progress')"
+
+
+def attempt_progress_sql(con: duckdb.DuckDBPyConnection, alias: str) -> str:
+    """SQL for the highest completed iteration of the attempt `alias` names: from `progress`, or from the `progress`
+    events of an attempt an earlier version loaded (it has no `progress` rows; its warehouse may have no such table)."""
+    from_events = _EVENTS_PROGRESS.format(a=alias)
+    if "progress" not in existing_tables(con):
+        return from_events
+    return f"coalesce((SELECT max(p.max_iteration) FROM progress p WHERE p.attempt_id = {alias}.attempt_id), {from_events})"
+
+
+def progress_points(con: duckdb.DuckDBPyConnection, attempt_id: str) -> list[dict]:
+    """An attempt's training progress over time (node, rank, ts, iteration): the last marker of each rank and minute
+    (`progress`), or each marker of an attempt an earlier version loaded (its `progress` events)."""
+    if "progress" in existing_tables(con):
+        rows = query(con, "SELECT node, rank, last_ts AS ts, last_iteration AS iteration FROM progress WHERE attempt_id = ? "
+                          "AND last_ts IS NOT NULL AND last_iteration IS NOT NULL ORDER BY node, rank, ts", [attempt_id])
+        if rows:
+            return rows
+    return query(con, "SELECT node, rank, ts, iteration FROM events WHERE attempt_id = ? AND kind = 'progress' "
+                      "AND ts IS NOT NULL AND iteration IS NOT NULL ORDER BY node, rank, ts", [attempt_id])
+
+
 def workload_history(path: str, workloads: Sequence[tuple[str, str]]) -> pa.Table | None:
     """Earlier verdicts of the (cluster, workload_id) pairs as rows of the `history` relation; None when the warehouse cannot be read (no history is never a failed attribution)."""
     try:
@@ -123,7 +147,7 @@ def workload_history(path: str, workloads: Sequence[tuple[str, str]]) -> pa.Tabl
         return con.sql(
             "SELECT a.attempt_id, a.workload_id, a.cluster, CAST(a.attempt AS BIGINT) AS attempt, a.verdict, a.domain, a.subdomain, "
             "CAST(a.culprit_nodes AS VARCHAR[]) AS culprit_nodes, "
-            "(SELECT max(e.iteration) FROM events e WHERE e.attempt_id = a.attempt_id AND e.kind = 'progress') AS progress, "
+            f"{attempt_progress_sql(con, 'a')} AS progress, "
             "CAST(a.start_ts AS TIMESTAMP) AS start_ts "
             "FROM attributions a JOIN wanted USING (cluster, workload_id)"
         ).to_arrow_table()

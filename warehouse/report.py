@@ -21,6 +21,7 @@ from firstfault.warehouse.read import (
     attempt_evidence,
     context_events,
     existing_tables,
+    progress_points,
     query,
     report_attempts,
     table_columns,
@@ -646,6 +647,70 @@ def timeline_section(v: dict, evidence: list[dict], context: list[dict]) -> str:
             + timeline_legend() + svg_timeline(marks, lanes, root_ts) + zoom + note)
 
 
+_MAX_PROGRESS_SERIES = 8
+_SERIES_COLOURS = ("#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#5d4037", "#ad1457", "#546e7a")
+
+
+def svg_progress(series: dict[str, list[tuple[datetime, int]]], end: datetime | None) -> str:
+    """Iteration over time, one line per rank that logs progress; the attempt's end as a dashed line (the silence
+    before it is what `hang` measures)."""
+    width, height, left, right, top, bottom = 1160, 260, 80, 150, 28, 44
+    stamps = [ts for points in series.values() for ts, _ in points] + ([end] if end else [])
+    t0, t1 = min(map(_epoch, stamps)), max(map(_epoch, stamps))
+    span = (t1 - t0) or 60.0
+    ticks = nice_ticks(max(it for points in series.values() for _, it in points) or 1)
+
+    def x(ts: datetime) -> float:
+        return left + (width - left - right) * (_epoch(ts) - t0) / span
+
+    def y(v: float) -> float:
+        return top + (height - top - bottom) * (1 - v / ticks[-1])
+
+    parts = [f'<svg class="progress chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             chart_title(left, "Training progress"), axis_label("y", 14, (height - bottom + top) / 2, "iteration", rotate=True),
+             axis_label("x", (left + width - right) / 2, height - 6, "time (UTC)")]
+    for v in ticks:
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>'
+                     f'<text class="tick" x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{tick_text(v)}</text>')
+    for t in time_ticks(t0, t0 + span):
+        tx = left + (width - left - right) * (t - t0) / span
+        parts.append(f'<text class="time-tick" x="{tx:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
+                     f'{datetime.fromtimestamp(t, timezone.utc):%H:%M}</text>')
+    if end is not None:
+        parts.append(f'<line class="attempt-end" x1="{x(end):.1f}" x2="{x(end):.1f}" y1="{top}" y2="{height - bottom}" '
+                     f'stroke="#6d4c41" stroke-dasharray="4,3"><title>attempt end {esc(fmt_ts(end))}</title></line>')
+    for i, (label, points) in enumerate(series.items()):
+        colour = _SERIES_COLOURS[i % len(_SERIES_COLOURS)]
+        coords = " ".join(f"{x(ts):.1f},{y(it):.1f}" for ts, it in points)
+        last_ts, last_it = points[-1]
+        parts.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"/>'
+                     f'<circle cx="{x(last_ts):.1f}" cy="{y(last_it):.1f}" r="3.5" fill="{colour}">'
+                     f'<title>{esc(label)}: iteration {last_it} at {esc(fmt_ts(last_ts))}</title></circle>'
+                     f'<text x="{width - right + 8}" y="{top + 14 * (i + 1)}" fill="{colour}">{esc(label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _epoch(ts: datetime) -> float:
+    """Seconds since the epoch of a warehouse time (naive: UTC already) or of an aware one."""
+    return (ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def progress_section(v: dict, points: list[dict]) -> str:
+    """Iteration over time of the ranks that log progress (at most _MAX_PROGRESS_SERIES of them)."""
+    if not points:
+        return '<h2 id="progress">Training progress</h2><p>No progress markers (iteration or checkpoint lines) were read.</p>'
+    series: dict[str, list[tuple[datetime, int]]] = {}
+    for p in points:
+        series.setdefault(f"{p['node'] or '(job)'} rank {p['rank'] if p['rank'] is not None else '?'}", []).append((p["ts"], p["iteration"]))
+    shown = dict(list(series.items())[:_MAX_PROGRESS_SERIES])
+    last = max((p for p in points), key=lambda p: (p["ts"], p["iteration"]))
+    more = f" ({len(series) - len(shown)} more ranks not drawn)" if len(series) > len(shown) else ""
+    return ('<h2 id="progress">Training progress</h2>'
+            f"<p>Last progress: iteration {esc(last['iteration'])} at {esc(fmt_ts(last['ts']))} on {esc(last['node'] or '(job)')}"
+            f"{more}.</p>" + svg_progress(shown, end if isinstance(end := parse_ts(v.get("end_ts")), datetime) else None))
+
+
 def evidence_section(evidence: list[dict]) -> str:
     rows = []
     for e in evidence:
@@ -675,7 +740,7 @@ def render_attempt(con, v: dict) -> str:
     evidence = attempt_evidence(con, v["attempt_id"])
     context = context_events(con, v["attempt_id"])
     body = (verdict_section(v) + candidates_section(v) + timeline_section(v, evidence, context)
-            + evidence_section(evidence) + connectors_section(v))
+            + progress_section(v, progress_points(con, v["attempt_id"])) + evidence_section(evidence) + connectors_section(v))
     return page(f"attempt {v['attempt_id']}", body, up="../" * attempt_href(v["attempt_id"]).count("/"))
 
 

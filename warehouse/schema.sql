@@ -61,6 +61,15 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (attempt_id, event_id)
 );
 
+-- Training progress per attempt, file, node, rank and minute (the markers summarised; each rank's first and last
+-- marker are also in `events`). Attempts loaded by an earlier version have none: readers fall back to their
+-- `progress` events.
+CREATE TABLE IF NOT EXISTS progress (
+    attempt_id VARCHAR NOT NULL, uri VARCHAR, node VARCHAR, rank INTEGER, minute TIMESTAMP, markers BIGINT, iterations BIGINT,
+    first_ts TIMESTAMP, last_ts TIMESTAMP, first_iteration BIGINT, last_iteration BIGINT, max_iteration BIGINT,
+    first_event_id VARCHAR, last_event_id VARCHAR
+);
+
 CREATE TABLE IF NOT EXISTS connector_reports (
     attempt_id VARCHAR NOT NULL, connector VARCHAR NOT NULL, source VARCHAR, uri VARCHAR, status VARCHAR NOT NULL,
     rows BIGINT, reason VARCHAR, fingerprint VARCHAR, lines_malformed BIGINT, lines_binary BIGINT, lines_truncated BIGINT

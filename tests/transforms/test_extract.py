@@ -15,6 +15,7 @@ from firstfault.transforms.extract import (
     LINE_SCHEMA,
     Pattern,
     PatternError,
+    check_regexes,
     events_from_text,
     extract_events,
     lines_frame,
@@ -447,3 +448,8 @@ def test_builtin_pattern_regexes_have_named_groups_only_for_known_targets():
 
 def test_line_schema_is_what_lines_frame_builds():
     assert lines_frame(["a"]).schema == pl.Schema(LINE_SCHEMA)
+
+
+def test_builtin_pattern_regexes_compile():
+    """Landing does not compile the built-in regexes up front (load_pattern_file): this test does."""
+    check_regexes(load_patterns())
