@@ -45,8 +45,8 @@ from firstfault.synthetic.simulate import evaluate, read_truth, simulate
 #: The simulator input of this benchmark with EVERY keyword of `simulate` spelled out (tests/test_benchmarks.py
 #: checks none is missing), so that later simulator changes, which add their switches off by default, cannot change
 #: what is measured. The fault weights are written out for every kind, the real shapes off (the mix of the Llama 3
-#: table); no job size cap. --attempts and --gb scale only `attempts` and `pad_bytes` (see sized_profile). A change
-#: of the simulator's random streams still shows in the printed fingerprint.
+#: table); no job size cap, no metrics files, no requeued attempts. --attempts and --gb scale only `attempts` and
+#: `pad_bytes` (see sized_profile). A change of the simulator's random streams still shows in the printed fingerprint.
 FLEET_PROFILE = {
     "nodes": 256,
     "attempts": 2000,
@@ -64,6 +64,8 @@ FLEET_PROFILE = {
     },
     "pad_bytes": 880_000,  # 2 GB over 2,000 attempts
     "max_job_nodes": 0,
+    "metrics": False,
+    "requeue_share": 0.0,
 }
 #: what the profile's attempts write unpadded, on average (256 nodes); padding brings an attempt to its share of --gb
 UNPADDED_BYTES_PER_ATTEMPT = 120_000
