@@ -75,6 +75,8 @@ _NORMALIZE_THREADS = 1 if stages.ENABLED else 2
 _PIECES_PER_UNIT = 4
 # An attempt's candidate lines beyond this go to a temporary file until extraction (firstfault/spill.py).
 _CANDIDATES_IN_MEMORY = 8 << 20
+# Attempts landed together are extracted together (one plan for many small attempts) up to this much candidate text.
+_EXTRACT_GROUP_BYTES = 32 << 20
 
 
 @dataclass
@@ -129,12 +131,29 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
     scan = _Scan.of(patterns)
     resolved = [x for ctx in ctxs if (x := isolate(ctx, lambda: _resolve(ctx, lake, sources))) is not None]
     landed = _land_logs_together(resolved, lake, scan, settings, isolate)
-    _extract_together(landed, scan.event_patterns, isolate)
     results = []
-    for item in landed:
-        if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake, scan)):
-            results.append(item.result)
+    for group in _extraction_groups(landed):
+        _extract_together(group, scan.event_patterns, isolate)
+        for item in group:  # written now: a group's events are not held while the next group is extracted
+            if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake, scan)):
+                results.append(item.result)
     return results
+
+
+def _extraction_groups(landed: list[_LogsLanded]) -> Iterator[list[_LogsLanded]]:
+    """Consecutive attempts whose candidate lines together stay within _EXTRACT_GROUP_BYTES (an attempt above it
+    is a group alone): extraction holds a group's candidates and events at once, so landing many attempts together
+    does not hold all of theirs."""
+    group: list[_LogsLanded] = []
+    size = 0
+    for item in landed:
+        if group and size + item.candidates.added_bytes > _EXTRACT_GROUP_BYTES:
+            yield group
+            group, size = [], 0
+        group.append(item)
+        size += item.candidates.added_bytes
+    if group:
+        yield group
 
 
 def _resolve(ctx: AttemptContext, lake: Lake, sources) -> _LogsLanded:

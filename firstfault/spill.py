@@ -18,6 +18,7 @@ class SpillingFrames:
         self.memory_bytes = memory_bytes
         self._frames: list[pl.DataFrame] = []
         self._held = 0
+        self.added_bytes = 0  # everything added, held or spilled
         self._file = None
         self._writer: pa.ipc.RecordBatchStreamWriter | None = None
 
@@ -26,6 +27,7 @@ class SpillingFrames:
             return
         self._frames.append(frame)
         self._held += frame.estimated_size()
+        self.added_bytes += frame.estimated_size()
         if self._held > self.memory_bytes:
             self._spill()
 

@@ -84,3 +84,29 @@ def test_attempts_landed_by_worker_processes_match_those_landed_together(tmp_pat
     for ctx in ctxs:
         for table in ("logs", "events", "progress", "context"):
             assert landed(lakes["workers"], ctx, table) == landed(lakes["together"], ctx, table), (ctx.attempt_id, table)
+
+
+def test_attempts_extracted_in_groups_match_those_extracted_together(tmp_path, monkeypatch):
+    """Attempts landed together are extracted in groups bounded by their candidate bytes: one attempt per group
+    gives the rows of one group for all."""
+    from firstfault import landing
+
+    ctxs = [attempt(tmp_path, "utc", "UTC", ["node-a", "node-b"]), attempt(tmp_path, "berlin", "Europe/Berlin", ["node-b"])]
+    one_group, groups = Lake(str(tmp_path / "one")), Lake(str(tmp_path / "groups"))
+    land_attempts(ctxs, one_group, load_patterns())
+    monkeypatch.setattr(landing, "_EXTRACT_GROUP_BYTES", 1)
+    assert [len(g) for g in landing._extraction_groups(
+        [landing._LogsLanded(c, landing.LandingResult(c.attempt_id), [], _candidates(100)) for c in ctxs])] == [1, 1]
+    land_attempts(ctxs, groups, load_patterns())
+    for ctx in ctxs:
+        for table in ("events", "progress", "connector_reports"):
+            assert landed(one_group, ctx, table) == landed(groups, ctx, table), (ctx.attempt_id, table)
+
+
+def _candidates(rows: int):
+    from firstfault.schema import LINE_SCHEMA
+    from firstfault.spill import SpillingFrames
+
+    frames = SpillingFrames(LINE_SCHEMA, 1 << 20)
+    frames.add(pl.DataFrame({"raw": ["x"] * rows}).with_columns(*[pl.lit(None, t).alias(c) for c, t in LINE_SCHEMA.items() if c != "raw"]))
+    return frames
