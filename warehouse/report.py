@@ -675,7 +675,7 @@ def svg_progress(series: dict[str, list[tuple[datetime, int]]], end: datetime | 
     for t in time_ticks(t0, t0 + span):
         tx = left + (width - left - right) * (t - t0) / span
         parts.append(f'<text class="time-tick" x="{tx:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
-                     f'{datetime.fromtimestamp(t, timezone.utc):%H:%M}</text>')
+                     f'{datetime.fromtimestamp(t, timezone.utc):%H:%M:%S}</text>')
     if end is not None:
         parts.append(f'<line class="attempt-end" x1="{x(end):.1f}" x2="{x(end):.1f}" y1="{top}" y2="{height - bottom}" '
                      f'stroke="#6d4c41" stroke-dasharray="4,3"><title>attempt end {esc(fmt_ts(end))}</title></line>')
