@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 from measure import grep_seconds, measured_run, memory_is_flat
 
+from firstfault.stages import read_report
 from firstfault.synthetic.logwriters import megatron_iteration_line
 
 NODES = ("gpu-001", "gpu-002", "gpu-003")
@@ -101,7 +102,7 @@ def attribute(spec: Path, out: Path) -> dict:
     run = measured_run(cmd, env)
     verdict = json.loads(run.stdout)
     return {"wall_s": run.wall_s, "largest_mb": run.largest_mb, "total_mb": run.total_mb,
-            "stages": json.loads(stage_file.read_text()),
+            "stages": read_report(str(stage_file)),
             "verdict": (verdict["verdict"], verdict["domain"], verdict["subdomain"], verdict["culprit_nodes"])}
 
 

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 
 import fsspec
 import numpy as np
@@ -20,6 +21,15 @@ _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
+class FilePart:
+    """Bytes [start, end) of a plain file, from a line start to a line start, landed apart from the rest of it."""
+    start: int
+    end: int
+    first_line: int  # 1-based number of its first line in the file
+    last_ts: datetime | None = None  # the stamp the file's lines before it end on: where its clock starts
+
+
+@dataclass(frozen=True)
 class LogFile:
     source: str
     uri: str  # fsspec URL, `file://` for local files
@@ -28,6 +38,7 @@ class LogFile:
     label: str  # how `srun --label` task ids read in this file
     pattern: str  # the spec path it came from
     origin: str = ""  # LogSpec.origin of a staged file
+    part: FilePart | None = None  # only these bytes of the file
 
 
 @dataclass(frozen=True)
@@ -127,17 +138,57 @@ def fingerprint(uri: str) -> str:
         return f"{info.get('size')}:{info.get('mtime') or info.get('ETag') or info.get('LastModified')}"
 
 
-def read_batches(uri: str, batch_bytes: int, max_line_bytes: int, max_lines: int | None = None) -> Iterator[tuple[bytes, int, int]]:
-    """Yield (chunk of whole lines, 1-based number of its first line, bytes cut from over-long lines).
+def plain_size(uri: str) -> int | None:
+    """The size of an uncompressed file (None for a compressed one, or when it cannot be read): what can be cut
+    into parts."""
+    if infer_compression(uri) is not None:
+        return None
+    try:
+        fs, path = fsspec.core.url_to_fs(uri)
+        return fs.size(path)
+    except OSError:
+        return None
+
+
+def split_file(uri: str, parts: int) -> list[FilePart]:
+    """A plain file cut into about equal parts at line starts, each with the number of its first line (newlines
+    counted in one pass over the file, a block at a time)."""
+    fs, path = fsspec.core.url_to_fs(uri)
+    size = fs.size(path)
+    with fs.open(path, "rb") as f:
+        starts = [0]
+        for k in range(1, parts):
+            f.seek(max(size * k // parts, starts[-1]))
+            f.readline()  # to the next line start
+            if f.tell() < size and f.tell() > starts[-1]:
+                starts.append(f.tell())
+        f.seek(0)
+        first_lines, newlines, position = [1], 0, 0
+        for start in starts[1:]:
+            while position < start:
+                block = f.read(min(_COUNT_BLOCK, start - position))
+                newlines += block.count(b"\n")
+                position += len(block)
+            first_lines.append(newlines + 1)
+    return [FilePart(start, end, line) for start, end, line in zip(starts, [*starts[1:], size], first_lines)]
+
+
+_COUNT_BLOCK = 16 << 20
+
+
+def read_batches(uri: str, batch_bytes: int, max_line_bytes: int, max_lines: int | None = None,
+                 part: FilePart | None = None) -> Iterator[tuple[bytes, int, int]]:
+    """Yield (chunk of whole lines, 1-based number of its first line, bytes cut from over-long lines), of the whole
+    file or of one `part` of a plain file.
 
     Memory stays bounded by batch_bytes + max_line_bytes whatever the file: a line longer than the budget is
     cut to max_line_bytes and the rest of it skipped; a chunk holds at most `max_lines` lines (a flood of empty
     lines is many rows in few bytes). A corrupt or truncated compressed file yields every line decoded before the
     damage, then raises.
     """
-    line_no = 1
+    line_no = 1 if part is None else part.first_line
     carry = b""
-    with _open_bounded(uri) as (f, compression_ratio_exceeded):
+    with _open_bounded(uri, part) as (f, compression_ratio_exceeded):
         damage = None
         while damage is None:
             block, damage = _read_up_to(f, batch_bytes)
@@ -187,11 +238,16 @@ class DecompressionBomb(ValueError):
 
 
 @contextmanager
-def _open_bounded(uri: str):
-    """(readable stream, check) for `uri`, decompressed by its suffix; check() returns a DecompressionBomb once the
-    output exceeds RATIO_CHECKED_AFTER and MAX_COMPRESSION_RATIO times the compressed bytes read."""
+def _open_bounded(uri: str, part: FilePart | None = None):
+    """(readable stream, check) for `uri` (only the bytes of `part`: a plain file's), decompressed by its suffix;
+    check() returns a DecompressionBomb once the output exceeds RATIO_CHECKED_AFTER and MAX_COMPRESSION_RATIO times
+    the compressed bytes read."""
     compression = infer_compression(uri)
     with fsspec.open(uri, "rb") as raw:
+        if part is not None:
+            raw.seek(part.start)
+            yield _RangeReader(raw, part.end - part.start), lambda: None
+            return
         if compression is None:
             yield raw, lambda: None
             return
@@ -208,6 +264,18 @@ def _open_bounded(uri: str):
             yield out, exceeded
         finally:
             stream.close()
+
+
+class _RangeReader:
+    """The next `size` bytes of a stream, then its end."""
+
+    def __init__(self, stream, size: int):
+        self._stream, self._left = stream, size
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(self._left if size < 0 else min(size, self._left))
+        self._left -= len(data)
+        return data
 
 
 class _CountingReader:

@@ -28,6 +28,7 @@ class LandingSettings:
     max_line_bytes: int = 64 * 1024
     batch_lines: int = 256 * 1024  # a unit's rows, whatever its bytes: 16 MB of empty lines would be 16 M rows
     workers: int = 0  # processes landing attempts in parallel; 0 = one per core when the input is big
+    part_bytes: int = 128 * 1024 * 1024  # an application log bigger than this is landed in parts by one process per core
 
 
 @dataclass(frozen=True)

@@ -41,17 +41,18 @@ class Lake:
                 writer.write(batch)
         return writer.rows
 
-    def partition_writer(self, table: str, day: str, key: str, schema: pa.Schema) -> "PartitionWriter":
+    def partition_writer(self, table: str, day: str, key: str, schema: pa.Schema, name: str = "part") -> "PartitionWriter":
         """A writer that replaces one attempt's partition of `table`: the old files go now, `write` appends
         batches, `close` finishes (idempotent). Files are written directly (pyarrow's write_dataset costs ~80 ms of
         set-up per call, more than most partitions take); a partition with no rows still gets one empty file, so
-        readers see its schema."""
+        readers see its schema. A writer with another `name` adds its files to the partition instead (the parts of a
+        big file landed by other processes)."""
         path = self.partition_path(table, day, key)
-        if self.fs.exists(path):
+        if name == "part" and self.fs.exists(path):
             # delete first: a re-land with fewer files must not leave the old ones behind
             self.fs.rm(path, recursive=True)
         self.fs.makedirs(path, exist_ok=True)
-        return PartitionWriter(self.fs, path, schema)
+        return PartitionWriter(self.fs, path, schema, name)
 
     def remove_attempt(self, day: str, key: str) -> None:
         """Every partition of one attempt, in every table folder (also of tables an older version wrote); the files
@@ -93,10 +94,10 @@ _ROWS_PER_FILE = 4_000_000
 
 
 class PartitionWriter:
-    """part-0.parquet, part-1.parquet, ... of one partition, a new file every _ROWS_PER_FILE rows."""
+    """<name>-0.parquet, <name>-1.parquet, ... of one partition, a new file every _ROWS_PER_FILE rows."""
 
-    def __init__(self, fs, folder: str, schema: pa.Schema):
-        self.fs, self.folder, self.schema = fs, folder, schema
+    def __init__(self, fs, folder: str, schema: pa.Schema, name: str = "part"):
+        self.fs, self.folder, self.schema, self.name = fs, folder, schema, name
         self.files = 0
         self.file_rows = 0
         self.rows = 0
@@ -105,7 +106,7 @@ class PartitionWriter:
 
     def _open(self) -> None:
         self._finish_file()
-        self._sink = self.fs.open(posixpath.join(self.folder, f"part-{self.files}.parquet"), "wb")
+        self._sink = self.fs.open(posixpath.join(self.folder, f"{self.name}-{self.files}.parquet"), "wb")
         self._writer = pq.ParquetWriter(
             self._sink, self.schema, compression="zstd", compression_level=1,
             use_dictionary=_dictionary_columns(self.schema),

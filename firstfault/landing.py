@@ -13,7 +13,9 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -23,7 +25,10 @@ from firstfault.config import LandingSettings
 from firstfault.connectors.base import Report, SourceConnector, Staging
 from firstfault.connectors.flight_recorder import read_dumps
 from firstfault.connectors.local_files import (
+    FilePart,
     LogFile,
+    plain_size,
+    split_file,
     fingerprint,
     read_batches,
     resolve_logs,
@@ -34,6 +39,7 @@ from firstfault.connectors.static_context import AttemptContext, context_from_di
 from firstfault import stages
 from firstfault.lake import Lake
 from firstfault.stages import stage
+from firstfault.workers import process_pool
 from firstfault.schema import (
     CONNECTOR_REPORT_SCHEMA,
     PROGRESS_SCHEMA,
@@ -113,11 +119,12 @@ class _LogsLanded:
 
 def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pattern], settings: LandingSettings = LandingSettings(),
                   sources: Sequence[SourceConnector] = (),
-                  on_error: Callable[[AttemptContext, Exception], None] | None = None) -> list[LandingResult]:
+                  on_error: Callable[[AttemptContext, Exception], None] | None = None, part_workers: int = 1) -> list[LandingResult]:
     """Land several attempts: the logs of all of them in one pass (a normalisation plan costs ~40 ms to run
     whatever its size, so units of lines span attempts), then the events of all of them in one extraction, then
-    the rest of each attempt. An attempt that fails is handed to `on_error` and left out of the results; without
-    `on_error` the error propagates."""
+    the rest of each attempt. With `part_workers` > 1, big application logs are cut into parts landed by that many
+    processes (`[landing] part_bytes`). An attempt that fails is handed to `on_error` and left out of the results;
+    without `on_error` the error propagates."""
     def isolate(ctx: AttemptContext, step: Callable[[], Any]) -> Any:
         try:
             return step()
@@ -130,7 +137,7 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
 
     scan = _Scan.of(patterns)
     resolved = [x for ctx in ctxs if (x := isolate(ctx, lambda: _resolve(ctx, lake, sources))) is not None]
-    landed = _land_logs_together(resolved, lake, scan, settings, isolate)
+    landed = _land_logs_together(resolved, lake, scan, settings, isolate, part_workers)
     results = []
     for group in _extraction_groups(landed):
         _extract_together(group, scan.event_patterns, isolate)
@@ -192,28 +199,40 @@ class _Scan:
         return extract_events(lines.lazy(), self.progress_patterns, assemblers=[], multiline_triggers=[]).collect()
 
 
-def _land_logs_together(items: list[_LogsLanded], lake: Lake, scan: _Scan, settings: LandingSettings, isolate) -> list[_LogsLanded]:
+def _land_logs_together(items: list[_LogsLanded], lake: Lake, scan: _Scan, settings: LandingSettings, isolate,
+                        part_workers: int) -> list[_LogsLanded]:
     """The `logs` of every attempt in one pass; when it fails, each attempt is landed alone, so only the attempt
     that breaks it fails."""
     if len(items) > 1:
         try:
-            _land_logs(items, lake, scan, settings)
+            _land_logs(items, lake, scan, settings, part_workers)
             return items
         except Exception:  # noqa: BLE001 - find the attempt that breaks it below
             pass
-    return [item for item in items if isolate(item.ctx, lambda: _land_logs([item], lake, scan, settings) or True)]
+    return [item for item in items if isolate(item.ctx, lambda: _land_logs([item], lake, scan, settings, part_workers) or True)]
 
 
-def _land_logs(items: list[_LogsLanded], lake: Lake, scan: _Scan, settings: LandingSettings) -> None:
+@dataclass
+class _FilesLanded:
+    """What one pass over files of the attempts gathered, per attempt (its position)."""
+    candidates: list[SpillingFrames]
+    summaries: list[ProgressSummary]
+    reports: list[list[dict]]
+    rows: list[int]
+    clock_free: bool = True  # no line needed a boot time: the file's parts do not depend on each other's clocks
+
+
+# stamps that need more of the file than the line before: a boot time (inferred from other lines) or a chain
+_CLOCK_QUALITIES = ["boot_anchored", "monotonic"]
+
+
+def _land_logs(items: list[_LogsLanded], lake: Lake, scan: _Scan, settings: LandingSettings, part_workers: int = 1) -> None:
     """Write each attempt's `logs` partition, keep its candidate lines, summarise its progress markers and report
-    each of its files. Nothing of an item changes unless the whole pass succeeds (a failed joint pass is retried
-    attempt by attempt)."""
+    each of its files; the parts of big files are landed by other processes meanwhile. Nothing of an item changes
+    unless the whole pass succeeds (a failed joint pass is retried attempt by attempt)."""
     files = [(position, index, log_file) for position, item in enumerate(items) for index, log_file in enumerate(item.files)]
-    last_file = {position: g for g, (position, _, _) in enumerate(files)}  # each attempt's last file (global index)
-    candidates = [SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY) for _ in items]
-    summaries = [ProgressSummary() for _ in items]
-    reports: list[list[dict]] = [[] for _ in items]
-    rows = [0] * len(items)
+    parts = _file_parts(files, settings, part_workers)
+    files = [(p, i, replace(f, part=parts[g][0]) if g in parts else f) for g, (p, i, f) in enumerate(files)]
     writers: dict[int, Any] = {}
 
     def writer(position: int):
@@ -222,33 +241,126 @@ def _land_logs(items: list[_LogsLanded], lake: Lake, scan: _Scan, settings: Land
             writers[position] = lake.partition_writer("logs", ctx.day, ctx.attempt_key, LOGS_SCHEMA)
         return writers[position]
 
-    try:
-        for frame, file_rows, closed in _landed_units(items, files, scan, settings, reports):
-            if frame.height:
-                for (position,), part in frame.partition_by("_attempt", as_dict=True, maintain_order=True).items():
-                    part = part.with_columns(attempt_id=pl.lit(items[position].ctx.attempt_id))
-                    candidates[position].add(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
-                    with stage("progress"):
-                        summaries[position].add(scan.markers(part.filter(pl.col("_progress")).select(CANDIDATE_COLUMNS)))
-                    with stage("parquet"):
-                        for batch in part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches():
-                            writer(position).write(batch)
-            for g, n in file_rows.items():
-                rows[files[g][0]] += n
-            for g in closed:
-                position = files[g][0]
-                if last_file[position] == g:
-                    writer(position).close()
-        for position in range(len(items)):
-            writer(position).close()  # an attempt without lines still gets its (empty) partition
-    finally:
-        for w in writers.values():
-            w.close()
+    for g in parts:
+        writer(files[g][0])  # the partition is replaced before other processes add the parts' files to it
+    with process_pool(max(part_workers - 1, 1)) if parts else nullcontext() as pool:
+        pending = [(g, pool.submit(_land_part, items[position].ctx, index, replace(log_file, part=part), scan, settings, lake,
+                                   f"part-{index}-{k}"))
+                   for g, (position, index, log_file) in enumerate(files) if g in parts for k, part in enumerate(parts[g][1:], 1)]
+        try:
+            landed = _land_files(items, files, scan, settings, writer)
+        finally:
+            for w in writers.values():
+                w.close()
+        part_results = [(g, future.result()) for g, future in pending]
+    if not all(r.clock_free for _, r in part_results):
+        return _land_logs(items, lake, scan, settings)  # the parts' clocks depend on each other: land the files whole
+    for g, part in part_results:
+        _add_part(landed, files[g][0], files[g][2].uri, part)
     for position, item in enumerate(items):
-        item.result.reports.extend(reports[position])
-        item.result.log_rows = rows[position]
-        item.candidates = candidates[position]
-        item.progress = summaries[position]
+        item.result.reports.extend(landed.reports[position])
+        item.result.log_rows = landed.rows[position]
+        item.candidates = landed.candidates[position]
+        item.progress = landed.summaries[position]
+
+
+def _file_parts(files: list[tuple[int, int, LogFile]], settings: LandingSettings, part_workers: int) -> dict[int, list[FilePart]]:
+    """The parts of each file worth landing in parts: a plain application log (srun format: every line stamped, no
+    boot clock) bigger than `part_bytes`, cut for the `part_workers` processes."""
+    parts = {}
+    for g, (_, _, log_file) in enumerate(files):
+        size = plain_size(log_file.uri) if part_workers > 1 else None
+        if size is None or size <= settings.part_bytes:
+            continue
+        head = next(read_batches(log_file.uri, 1 << 16, settings.max_line_bytes), (b"", 1, 0))[0]
+        if detect_format(sample_lines(head)) == "srun":
+            parts[g] = split_file(log_file.uri, min(part_workers, -(-size // settings.part_bytes)))
+    return parts
+
+
+def _land_part(ctx: AttemptContext, index: int, log_file: LogFile, scan: _Scan, settings: LandingSettings, lake: Lake,
+               name: str) -> _FilesLanded:
+    """One part of a big file, in a process of its own: its clock starts where the lines before it end, its `logs`
+    rows go to files `name`-<i> of the attempt's partition; its candidate lines come back as frames."""
+    last_ts, clock_free = _clock_before(ctx, index, log_file, scan, settings)
+    log_file = replace(log_file, part=replace(log_file.part, last_ts=last_ts))
+    item = _LogsLanded(ctx, LandingResult(ctx.attempt_id), [log_file], SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY))
+    writer = lake.partition_writer("logs", ctx.day, ctx.attempt_key, LOGS_SCHEMA, name)
+    try:
+        landed = _land_files([item], [(0, index, log_file)], scan, settings, lambda _: writer)
+    finally:
+        writer.close()
+    landed.candidates = [landed.candidates[0].frames()]  # a spill file does not cross processes
+    landed.clock_free &= clock_free
+    return landed
+
+
+_LEAD_IN_BYTES = 1 << 20
+
+
+def _clock_before(ctx: AttemptContext, index: int, log_file: LogFile, scan: _Scan, settings: LandingSettings) -> tuple[datetime | None, bool]:
+    """The last stamp of the file's lines before its part (read back from the part's start until a line has one),
+    and whether those lines needed no boot clock."""
+    start, lead = log_file.part.start, _LEAD_IN_BYTES
+    while True:
+        begin = max(start - lead, 0)
+        chunks = [c for c, _, _ in read_batches(log_file.uri, settings.batch_bytes, settings.max_line_bytes, part=FilePart(begin, start, 1))]
+        if begin and chunks:
+            chunks[0] = chunks[0][chunks[0].find(b"\n") + 1:]  # from the first whole line
+        pieces = [_Piece(0, log_file, c) for c in chunks if c]
+        frame, _ = _split_and_normalize([ctx], [(0, index, log_file)], pieces, scan, settings) if pieces else (pl.DataFrame(), None)
+        if frame.height:
+            frame, clocks = anchor_files(frame, {0: FileClock(boot_time=dict(ctx.boot_times).get(log_file.node))})
+            if clocks[0].last_ts is not None or not begin:
+                return clocks[0].last_ts, not frame.get_column("ts_quality").is_in(_CLOCK_QUALITIES).any()
+        elif not begin:
+            return None, True
+        lead *= 4
+
+
+def _add_part(landed: _FilesLanded, position: int, uri: str, part: _FilesLanded) -> None:
+    """A part's candidates, progress, rows and line counts added to its attempt's (its file's report)."""
+    for frame in part.candidates[0]:
+        landed.candidates[position].add(frame)
+    landed.summaries[position].merge(part.summaries[0])
+    landed.rows[position] += part.rows[0]
+    report = next(r for r in landed.reports[position] if r["uri"] == uri)
+    for key in ("rows", "lines_malformed", "lines_binary", "lines_truncated", "lines_skipped"):
+        report[key] += part.reports[0][0][key]
+    if report["status"] == "ok":
+        report["reason"] = _line_notes(report["lines_malformed"], report["lines_binary"], report["lines_truncated"])
+    if part.reports[0][0]["status"] == "error" and report["status"] != "error":
+        report["status"], report["reason"] = "error", part.reports[0][0]["reason"]
+
+
+def _land_files(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]], scan: _Scan, settings: LandingSettings,
+                writer: Callable[[int], Any]) -> _FilesLanded:
+    """The pass over `files` (position of the attempt, index of the file in it, file): each unit's lines written to
+    `writer(position)`, candidates kept, markers summarised, a report per file."""
+    last_file = {position: g for g, (position, _, _) in enumerate(files)}  # each attempt's last file (global index)
+    landed = _FilesLanded([SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY) for _ in items], [ProgressSummary() for _ in items],
+                          [[] for _ in items], [0] * len(items))
+    candidates, summaries, reports, rows = landed.candidates, landed.summaries, landed.reports, landed.rows
+    for frame, file_rows, closed in _landed_units(items, files, scan, settings, reports):
+        if frame.height:
+            landed.clock_free &= not frame.get_column("ts_quality").is_in(_CLOCK_QUALITIES).any()
+            for (position,), part in frame.partition_by("_attempt", as_dict=True, maintain_order=True).items():
+                part = part.with_columns(attempt_id=pl.lit(items[position].ctx.attempt_id))
+                candidates[position].add(_owning_strings(part.filter(pl.col("_candidate")).select(CANDIDATE_COLUMNS)))
+                with stage("progress"):
+                    summaries[position].add(scan.markers(part.filter(pl.col("_progress")).select(CANDIDATE_COLUMNS)))
+                with stage("parquet"):
+                    for batch in part.select(LOGS_SCHEMA.names).to_arrow().cast(LOGS_SCHEMA).to_batches():
+                        writer(position).write(batch)
+        for g, n in file_rows.items():
+            rows[files[g][0]] += n
+        for g in closed:
+            position = files[g][0]
+            if last_file[position] == g:
+                writer(position).close()
+    for position in range(len(items)):
+        writer(position).close()  # an attempt without lines still gets its (empty) partition
+    return landed
 
 
 def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolate) -> None:
@@ -256,7 +368,9 @@ def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolat
     candidates are dropped once extracted. When the joint pass fails, each attempt is extracted alone, so only
     the attempt that breaks it fails (and is left without events)."""
     def extract(items: list[_LogsLanded]) -> None:
-        frames = [c for item in items for c in item.candidates.frames()]
+        # each attempt's in file and line order (the parts of a big file come back after the rest)
+        frames = [pl.concat(item.candidates.frames(), how="vertical_relaxed").sort("file_index", "line", maintain_order=True)
+                  for item in items if item.candidates.frames()]
         lines = pl.concat(frames, how="vertical_relaxed").lazy() if frames else pl.LazyFrame(schema=LINE_SCHEMA)
         attempts = {item.ctx.attempt_id: (item.ctx.nodes, item.ctx.addresses) for item in items}
         with stage("extract"):
@@ -355,7 +469,8 @@ def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]
             attempt, _, log_file = files[piece.index]
             state = states.get(piece.index)
             if state is None:
-                state = states[piece.index] = _FileState(FileClock(boot_time=dict(ctxs[attempt].boot_times).get(log_file.node)))
+                state = states[piece.index] = _FileState(FileClock(boot_time=dict(ctxs[attempt].boot_times).get(log_file.node),
+                                                                   last_ts=log_file.part.last_ts if log_file.part else None))
             if piece.error is not None:
                 if state.status == "ok":
                     state.status, state.reason = "error", piece.error
@@ -400,11 +515,15 @@ def _file_report(ctx, log_file: LogFile, state: _FileState) -> dict:
     if status == "ok" and state.rows == 0:
         status, reason = "empty", "no lines"
     stats = state.stats
-    notes = [f"{k} lines {v}" for k, v in (("malformed", stats.malformed), ("binary", stats.binary), ("truncated", stats.truncated)) if v]
-    if notes and status == "ok":
-        reason = "; ".join(notes)
+    if status == "ok":
+        reason = _line_notes(stats.malformed, stats.binary, stats.truncated) or reason
     return _report(ctx, "local_files", log_file.source, log_file.uri, status, state.rows, reason, _safe_fingerprint(log_file.uri), stats,
                    state.skipped)
+
+
+def _line_notes(malformed: int, binary: int, truncated: int) -> str | None:
+    notes = [f"{k} lines {v}" for k, v in (("malformed", malformed), ("binary", binary), ("truncated", truncated)) if v]
+    return "; ".join(notes) or None
 
 
 def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
@@ -414,7 +533,7 @@ def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
         previous: _Piece | None = None
         try:
             for chunk, first_line, cut_bytes in read_batches(log_file.uri, _piece_bytes(settings), settings.max_line_bytes,
-                                                             _piece_lines(settings)):
+                                                             _piece_lines(settings), log_file.part):
                 if previous is not None:
                     yield previous
                 file_format = detect_format(sample_lines(chunk)) if previous is None else previous.format

@@ -70,9 +70,10 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
     sources = source_connectors(config)
     sizes = [log_bytes(ctx) for ctx in contexts] if parallel and len(contexts) > 1 else []
     workers = _landing_workers(len(contexts), sum(sizes), config.landing) if parallel else 1
-    if workers <= 1:
+    if workers <= 1:  # one process lands them; a big application log is landed in parts by one process per core
         lake = Lake(config.lake.root, config.lake.storage_options())
-        return land_attempts(contexts, lake, patterns, config.landing, sources, on_error)
+        part_workers = (config.landing.workers or os.cpu_count() or 1) if parallel else 1
+        return land_attempts(contexts, lake, patterns, config.landing, sources, on_error, part_workers)
     # big inputs only get here: worth a progress line, and their sizes were just listed to choose the workers
     with progress.stage("land", total=len(contexts)) as landed, process_pool(workers) as pool:
         futures = [pool.submit(_land_one, ctx, config, patterns, sources) for ctx in contexts]

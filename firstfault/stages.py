@@ -1,5 +1,6 @@
-"""CPU seconds per pipeline stage, for the benchmarks: off (free) unless FIRSTFAULT_STAGE_CPU names a JSON file, which
-gets {stage: CPU seconds} when the process exits. Process CPU time is used (polars and Arrow work on their own
+"""CPU seconds per pipeline stage, for the benchmarks: off (free) unless FIRSTFAULT_STAGE_CPU names a file, to which
+every process of the run (the workers landing parts of a big file too) appends one JSON line {stage: CPU seconds}
+when it exits (`read_report` adds them up). Process CPU time is used (polars and Arrow work on their own
 threads), so while it is on the landing normalises one unit at a time: overlapping stages would count twice."""
 from __future__ import annotations
 
@@ -29,8 +30,18 @@ def stage(name: str) -> Iterator[None]:
 
 
 def _write_report() -> None:
-    with open(REPORT_FILE, "w", encoding="utf-8") as f:
-        json.dump({"total": time.process_time(), **dict(sorted(_cpu.items()))}, f)
+    with open(REPORT_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"total": time.process_time(), **dict(sorted(_cpu.items()))}) + "\n")
+
+
+def read_report(path: str) -> dict[str, float]:
+    """The CPU seconds per stage of every process that wrote to `path`, added up."""
+    total: dict[str, float] = defaultdict(float)
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            for name, seconds in json.loads(line).items():
+                total[name] += seconds
+    return dict(total)
 
 
 if ENABLED:

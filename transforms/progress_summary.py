@@ -87,6 +87,14 @@ class ProgressSummary:
             self._partials = [_combine(pl.concat(self._partials))]
             self._rows = self._partials[0].height
 
+    def merge(self, other: "ProgressSummary") -> None:
+        """Add the markers another summary was fed (a part of a file landed by another process)."""
+        for partial in other._partials:
+            self._partials.append(partial)
+            self._rows += partial.height
+        if other._edges:
+            self._edges = [edge_markers(pl.concat([*self._edges, *other._edges], how="vertical_relaxed"))]
+
     def table(self) -> pl.DataFrame:
         """The attempt's `progress` rows (PROGRESS_SCHEMA), in key order."""
         if not self._partials:
