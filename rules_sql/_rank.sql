@@ -64,6 +64,8 @@ grouped AS (
            max(strength) AS strength,
            count(DISTINCT coalesce(source, 'scheduler')) AS sources,
            count(DISTINCT rule_id) AS rules,
+           -- every stamp of the cause in whole seconds (an RFC 3164 syslog header): its true time is up to 1 s later
+           bool_and(epoch_us(raw_ts) % 1000000 = 0) AS whole_seconds,
            CASE domain WHEN 'hardware' THEN 0 WHEN 'infrastructure' THEN 0 WHEN 'network' THEN 1 WHEN 'software' THEN 2 ELSE 3 END AS explain_rank
     FROM root_hits
     GROUP BY ALL
@@ -88,12 +90,20 @@ representative AS (
         FROM root_hits
     ) WHERE n = 1
 ),
+first_cause AS (  -- when the attempt's earliest timed cause started, and whether its stamp has whole seconds only
+    SELECT attempt_id, min(ts) AS t0_all, arg_min(whole_seconds, ts) AS t0_whole_seconds
+    FROM bounded WHERE NOT lower_bound_only AND NOT late_in_file AND ts IS NOT NULL
+    GROUP BY attempt_id
+),
 timed AS (
     SELECT g.*,
            (SELECT min(o.ts) FROM ordered o
              WHERE o.attempt_id = g.attempt_id AND o.explain_rank <= g.explain_rank AND NOT o.late_in_file) AS t0,
-           (SELECT min(o.ts) FROM bounded o WHERE o.attempt_id = g.attempt_id AND NOT o.lower_bound_only AND NOT o.late_in_file) AS t0_all
+           f.t0_all,
+           -- two stamps compared: a whole-second one may be up to 1 s early, so the tie tolerance widens by that
+           CASE WHEN coalesce(g.whole_seconds, false) OR coalesce(f.t0_whole_seconds, false) THEN 1.0 ELSE 0.0 END AS resolution_s
     FROM ordered g
+    LEFT JOIN first_cause f USING (attempt_id)
 )
 SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summary, r.action, r.kind, r.code, r.rep_ts,
        least(1.0, t.strength + p.corroboration_bonus * (t.sources - 1 + t.rules - 1))
@@ -101,7 +111,7 @@ SELECT t.*, r.rule_id, r.event_id, r.culprit_rank, r.gpu, r.granularity, r.summa
                WHEN t.late_in_file THEN p.late_penalty
                WHEN t.ts IS NULL AND t.t0 IS NULL THEN 1.0  -- nothing timed to compare with
                WHEN t.ts IS NULL THEN p.late_penalty
-               WHEN t.ts <= t.t0_all + to_microseconds(CAST(tol.tolerance_s * 1e6 AS BIGINT)) THEN 1.0
+               WHEN t.ts <= t.t0_all + to_microseconds(CAST((tol.tolerance_s + t.resolution_s) * 1e6 AS BIGINT)) THEN 1.0
                ELSE p.late_penalty
            END AS score
 FROM timed t
