@@ -140,9 +140,9 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
     landed = _land_logs_together(resolved, lake, scan, settings, isolate, part_workers)
     results = []
     for group in _extraction_groups(landed):
-        _extract_together(group, scan.event_patterns, isolate)
+        _extract_together(group, scan, isolate)
         for item in group:  # written now: a group's events are not held while the next group is extracted
-            if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake, scan)):
+            if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake)):
                 results.append(item.result)
     return results
 
@@ -363,18 +363,22 @@ def _land_files(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]],
     return landed
 
 
-def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolate) -> None:
-    """Single-line and multi-line events of every attempt's candidate lines, into each attempt's `events`; its
-    candidates are dropped once extracted. When the joint pass fails, each attempt is extracted alone, so only
-    the attempt that breaks it fails (and is left without events)."""
+def _extract_together(landed: list[_LogsLanded], scan: _Scan, isolate) -> None:
+    """Single-line and multi-line events of every attempt's candidate lines, and the progress events of each rank's
+    first and last marker, into each attempt's `events`; its candidates are dropped once extracted. When the joint
+    pass fails, each attempt is extracted alone, so only the attempt that breaks it fails (and is left without
+    events)."""
     def extract(items: list[_LogsLanded]) -> None:
         # each attempt's in file and line order (the parts of a big file come back after the rest)
         frames = [pl.concat(item.candidates.frames(), how="vertical_relaxed").sort("file_index", "line", maintain_order=True)
                   for item in items if item.candidates.frames()]
         lines = pl.concat(frames, how="vertical_relaxed").lazy() if frames else pl.LazyFrame(schema=LINE_SCHEMA)
         attempts = {item.ctx.attempt_id: (item.ctx.nodes, item.ctx.addresses) for item in items}
+        edges = [e.select(CANDIDATE_COLUMNS) for item in items if (e := item.progress.edge_lines()) is not None]
         with stage("extract"):
-            events = resolve_attempt_peers(extract_events(lines, patterns).collect(), attempts)
+            events = resolve_attempt_peers(extract_events(lines, scan.event_patterns).collect(), attempts)
+            if edges:
+                events = pl.concat([events, scan.marker_events(pl.concat(edges, how="vertical_relaxed"))], how="vertical_relaxed")
         by_attempt = events.partition_by("attempt_id", as_dict=True, include_key=True) if events.height else {}
         models = logged_gpu_models(events)
         for item in items:
@@ -392,14 +396,10 @@ def _extract_together(landed: list[_LogsLanded], patterns: list[Pattern], isolat
         isolate(item.ctx, lambda: extract([item]))
 
 
-def _land_rest(item: _LogsLanded, lake: Lake, scan: _Scan) -> bool:
+def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
     ctx, result, files = item.ctx, item.result, item.files
     metrics = _land_metrics(ctx, result)
-    edge_markers = item.progress.edge_lines()
-    extracted = item.take_events()
-    if edge_markers is not None:
-        extracted = pl.concat([extracted, scan.marker_events(edge_markers.select(CANDIDATE_COLUMNS))], how="vertical_relaxed")
-    events = _events(extracted, metrics, {f.uri: f.origin for f in files if f.origin})
+    events = _events(item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
     schema = EVENTS_ARROW_SCHEMA
     with stage("parquet"):
