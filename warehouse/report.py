@@ -704,7 +704,7 @@ def progress_section(v: dict, points: list[dict]) -> str:
     for p in points:
         series.setdefault(f"{p['node'] or '(job)'} rank {p['rank'] if p['rank'] is not None else '?'}", []).append((p["ts"], p["iteration"]))
     shown = dict(list(series.items())[:_MAX_PROGRESS_SERIES])
-    last = max((p for p in points), key=lambda p: (p["ts"], p["iteration"]))
+    last = max(points, key=lambda p: (p["ts"], p["iteration"]))
     more = f" ({len(series) - len(shown)} more ranks not drawn)" if len(series) > len(shown) else ""
     return ('<h2 id="progress">Training progress</h2>'
             f"<p>Last progress: iteration {esc(last['iteration'])} at {esc(fmt_ts(last['ts']))} on {esc(last['node'] or '(job)')}"
