@@ -218,7 +218,8 @@ def run_nightly(fleet: Path, out: Path, runner: str, env: dict[str, str], since:
     score = evaluate(fleet, out / "wh.duckdb")
     return {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "largest_mb": run.largest_mb, "total_mb": run.total_mb,
             "attributed": sum(s["attributed"] for s in summaries), "failed": sum(s["failed"] for s in summaries),
-            "domain": score["domain_accuracy"], "culprit": score["culprit_accuracy"], "verdict": score["verdict_accuracy"]}
+            "domain": score["domain_accuracy"], "culprit": score["culprit_accuracy"], "verdict": score["verdict_accuracy"],
+            "confident_wrong": score["confident_wrong"]}
 
 
 #: the table's rows: label, figure, format, target as shown, whether a value meets the target
@@ -235,6 +236,7 @@ ROWS = [
     ("domain accuracy", "domain", "{:.1%}", "", None),
     ("culprit accuracy", "culprit", "{:.1%}", "", None),
     ("verdict accuracy", "verdict", "{:.1%}", "", None),
+    ("confident wrong", "confident_wrong", "{}", "0", lambda v: v == 0),
     ("dask / local wall", "of_local", "{:.2f}x", f"<= {TARGET_DASK_RATIO}x", lambda v: v <= TARGET_DASK_RATIO),
 ]
 

@@ -81,8 +81,10 @@ class Scenario:
 
     def watchdog_cascade(self, at: datetime, ranks: list[int], seq: int = 4211, op: str = "ALLREDUCE", timeout_ms: int = 600000) -> None:
         for i, r in enumerate(ranks):
+            # every rank enqueued the collective at once; each watchdog notices the timeout a little later and reports
+            # its own elapsed time (so ts - ran_for is the same instant, as on a real cluster)
             t = at + timedelta(milliseconds=37 * i)
-            self.glog(t, r, "E", "ProcessGroupNCCL.cpp:607", f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=466119168, NumelOut=466119168, Timeout(ms)={timeout_ms}) ran for {timeout_ms + 61} milliseconds before timing out.")
+            self.glog(t, r, "E", "ProcessGroupNCCL.cpp:607", f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=466119168, NumelOut=466119168, Timeout(ms)={timeout_ms}) ran for {timeout_ms + 61 + 37 * i} milliseconds before timing out.")
             self.glog(t, r, "E", "ProcessGroupNCCL.cpp:1664", f"[PG 0 (default_pg) Rank {r}] Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq + 1}, last completed NCCL work: {seq - 1}.")
 
     # kernel log lines --------------------------------------------------------------------------------------

@@ -325,12 +325,14 @@ def _build_real_shape(kind: str, s: Scenario, rng: random.Random, culprit: str, 
     return [culprit], roots, {}
 
 
-def _noise(s: Scenario, rng: random.Random, lines: int) -> None:
-    """INFO chatter, training progress, correctable AER and benign mlx5 lines."""
+def _noise(s: Scenario, rng: random.Random, lines: int, trains_to_end: bool) -> None:
+    """INFO chatter, training progress, correctable AER and benign mlx5 lines. Progress markers are spread evenly over
+    the run, the last one a step before the end; `trains_to_end` (a job stopped while still training) adds one a
+    minute before the end."""
     s.nccl_init(s.start + timedelta(seconds=30))
     span = (s.end - s.start).total_seconds()
     steps = max(5, lines - len(s.app))
-    for k in range(1, steps):
+    for k in range(1, steps + trains_to_end):
         s.iteration(s.start + timedelta(seconds=60 + (span - 120) * k / steps), 10 * k)
     for node in s.nodes:
         if rng.random() < 0.15:
@@ -461,7 +463,7 @@ def _write_attempt(out: Path, job: Job, attempt: int, kind: str, culprit: str, s
     culprits, roots, over = _build(kind, s, rng, job.gpu_model, culprit, second)
     if kind == "success":
         over = {"state": "COMPLETED", "exit_code": "0:0"}
-    _noise(s, rng, rng.randint(*lines))
+    _noise(s, rng, rng.randint(*lines), trains_to_end=kind == "time_limit")
     if pad_bytes > 0:
         _pad(s, pad_rng, pad_bytes)
     for node, t in s.silent_after.items():

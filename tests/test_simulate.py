@@ -87,8 +87,8 @@ def test_real_shapes_are_written_and_attributed(tmp_path):
 # The default fleets are the fleet benchmark's pinned profile: new simulator options stay off by default and draw from
 # random streams of their own, so these bytes change only when the default fleet is meant to change.
 PINNED = [
-    (dict(nodes=32, attempts=40, days=2, seed=7, lines=(20, 60)), "fccdbc5655c56cf74c2e05750b9882733b33b06c8a78f854c5d205f2b132e70b"),
-    (dict(nodes=32, attempts=20, days=2, seed=7, lines=(20, 60), pad_bytes=2000), "d56cf0fcb73b31cb65b5dfc49f5338997826435c11285643486e2e39f23c1b98"),
+    (dict(nodes=32, attempts=40, days=2, seed=7, lines=(20, 60)), "604d66084dd5b6da501b394f5406d0601a8a6a37759412ab166889bd58017611"),
+    (dict(nodes=32, attempts=20, days=2, seed=7, lines=(20, 60), pad_bytes=2000), "2668d681dbf35444a63e7e50abfe67fff44c6b8711a0cc4589b681eb7157a51a"),
 ]
 
 
