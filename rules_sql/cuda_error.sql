@@ -1,8 +1,11 @@
 -- id: cuda_error
 -- detects: CUDA runtime errors raised by the application or reported by the NCCL watchdog, read by their text:
---          ECC -> GPU memory, NVLink -> NVLink, no/busy device -> lost GPU, illegal address/assert -> application
+--          ECC -> GPU memory, NVLink -> NVLink, no/busy device -> lost GPU, illegal address/assert -> application.
+--          An illegal memory access that NCCL reports (`NCCL WARN Cuda failure 700 '...'`) is the application's too:
+--          the error belongs to the process that made the access, so peers see only their lost connections. NCCL's
+--          other CUDA failures (a launch failure, a lost device) follow a GPU fault and stay symptoms.
 -- domain: application/cuda_error, hardware/gpu_memory, hardware/gpu_nvlink, hardware/gpu_lost
--- inputs: events(kind in cuda_error, torch_watchdog_exception)
+-- inputs: events(kind in cuda_error, torch_watchdog_exception, nccl_cuda)
 WITH classified AS (
     SELECT *,
         CASE
@@ -14,6 +17,7 @@ WITH classified AS (
     FROM events
     WHERE (kind = 'cuda_error' AND code_text NOT ILIKE '%previous error during capture%')
        OR (kind = 'torch_watchdog_exception' AND code_text ILIKE '%CUDA error%')
+       OR (kind = 'nccl_cuda' AND code_text ILIKE '%illegal memory access%')
 )
 SELECT attempt_id, event_id, 'cuda_error' AS rule_id, 'root' AS role,
        split_part(cause, '/', 1) AS domain, split_part(cause, '/', 2) AS subdomain,
@@ -21,6 +25,7 @@ SELECT attempt_id, event_id, 'cuda_error' AS rule_id, 'root' AS role,
        CASE
            WHEN cause <> 'application/cuda_error' THEN 0.6  -- the kernel record (Xid) is the stronger witness
            WHEN code_text ILIKE '%unspecified launch failure%' OR code_text ILIKE '%unknown error%' THEN 0.5
+           WHEN kind = 'nccl_cuda' THEN 0.65  -- the library's report of the failed call, one step from the raise
            ELSE 0.75
        END AS strength, ts,
        printf('CUDA error on %s%s: %s', coalesce(node, '?'), CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END, code_text) AS summary,
