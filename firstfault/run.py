@@ -178,7 +178,7 @@ def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequenc
     # (attribute took twice as long)
     for table, view in (("events", "events_all"), ("progress", "progress"), ("context", "attempts_raw"), ("connector_reports", "reports"),
                         ("metrics", "metrics"), ("flight_recorder", "flight_recorder")):
-        files = [f for ctx in contexts for f in lake.files(table, ctx.day, ctx.attempt_key)]
+        files = lake.partition_files(table, [(ctx.day, ctx.attempt_key) for ctx in contexts])
         if not files:
             raise FileNotFoundError(f"nothing landed in {lake.root}/{table} for the requested attempts")
         listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)

@@ -198,3 +198,17 @@ def test_a_failed_attempt_leaves_no_partitions_and_a_reland_removes_old_ones(tmp
     assert landing.land_attempts([ctx], lake, load_patterns(), LandingSettings(), on_error=lambda c, e: failures.append(e)) == []
     assert len(failures) == 1
     assert not list((tmp_path / "lake").glob(f"*/day={ctx.day}/attempt_key={ctx.attempt_key}"))
+
+
+def test_partition_files_lists_each_day_once_and_keeps_the_requested_order(tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    table = pa.table({"x": [1]})
+    for day, key in [("2026-11-01", "a"), ("2026-11-01", "a~2Fb"), ("2026-11-01", "b"), ("2026-11-02", "c")]:
+        lake.write("events", day, key, table, table.schema)
+    (tmp_path / "lake" / "events" / "day=2026-11-01" / "attempt_key=b" / "notes.txt").write_text("not a table file")
+    wanted = [("2026-11-02", "c"), ("2026-11-01", "b"), ("2026-11-01", "a"), ("2026-11-03", "gone")]
+    files = lake.partition_files("events", wanted)
+    assert [f.split("/")[-3:-1] for f in files] == [["day=2026-11-02", "attempt_key=c"], ["day=2026-11-01", "attempt_key=b"],
+                                                     ["day=2026-11-01", "attempt_key=a"]]
+    assert all(f.endswith(".parquet") for f in files)
+    assert lake.files("events", "2026-11-01", "a") == files[2:]
