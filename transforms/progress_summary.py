@@ -12,6 +12,8 @@ does not depend on where a unit ends.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from firstfault.schema import PROGRESS_SCHEMA
@@ -40,10 +42,10 @@ def event_id(line: pl.Expr) -> pl.Expr:
     return pl.concat_str([pl.col("source"), pl.col("file_index"), line, pl.lit(PROGRESS_KIND)], separator=":")
 
 
-def _combine(partials: pl.DataFrame) -> pl.DataFrame:
+def _combine(partials: pl.DataFrame, keys: Sequence[str] = _KEYS) -> pl.DataFrame:
     """Partial rows of the same keys merged into one (associative: any grouping of the inputs gives these rows)."""
     first_order, last_order = ["first_ts", "first_line"], ["last_ts", "last_line"]
-    return partials.group_by(_KEYS).agg(
+    return partials.group_by(keys).agg(
         pl.col("markers").sum(),
         pl.col("iteration_values").list.explode(keep_nulls=False, empty_as_null=False).unique().sort(),
         pl.col("first_ts").min(),
@@ -68,20 +70,18 @@ def edge_markers(markers: pl.DataFrame) -> pl.DataFrame:
 
 
 class ProgressSummary:
-    """The progress of one attempt, fed a unit of markers at a time: lines (the columns extraction reads) with the
-    `iteration` their pattern names."""
+    """The progress of one attempt, fed a unit of markers at a time (``add_markers``): lines (the columns extraction
+    reads) with the `iteration` their pattern names."""
 
     def __init__(self) -> None:
         self._partials: list[pl.DataFrame] = []
         self._rows = 0
         self._edges: list[pl.DataFrame] = []
 
-    def add(self, markers: pl.DataFrame) -> None:
-        if not markers.height:
-            return
-        partial = _combine(_single_marker_rows(markers))
+    def _add_summarised(self, partial: pl.DataFrame, edges: pl.DataFrame) -> None:
+        """Add markers already combined into partial rows, with their edge markers."""
         self._partials.append(partial)
-        self._edges = [edge_markers(pl.concat([*self._edges, markers], how="vertical_relaxed"))]
+        self._edges = [edge_markers(pl.concat([*self._edges, edges], how="vertical_relaxed")) if self._edges else edges]
         self._rows += partial.height
         if self._rows > _COMPACT_ROWS and len(self._partials) > 1:
             self._partials = [_combine(pl.concat(self._partials))]
@@ -107,3 +107,16 @@ class ProgressSummary:
     def edge_lines(self) -> pl.DataFrame | None:
         """The lines of each rank's first and last marker (None when there were no markers): they become events."""
         return self._edges[0] if self._edges else None
+
+
+def add_markers(summaries: Sequence[ProgressSummary], markers: pl.DataFrame, position: str) -> None:
+    """Add markers of several attempts to their summaries (`summaries[markers[position]]`) with one combine and one
+    edge pass for all of them: per attempt, those plans cost ~10 ms whatever their size. The same rows as adding each
+    attempt's markers on its own, since partial rows and edges are keyed by attempt."""
+    if not markers.height:
+        return
+    partials = _combine(_single_marker_rows(markers).with_columns(markers.get_column(position)), [position, *_KEYS])
+    partials = partials.partition_by(position, as_dict=True, include_key=False)
+    edges = edge_markers(markers).partition_by(position, as_dict=True, include_key=False)
+    for key, partial in partials.items():
+        summaries[key[0]]._add_summarised(partial, edges[key])

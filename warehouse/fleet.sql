@@ -230,12 +230,13 @@ WITH att AS (
     SELECT coalesce(gpu_model, 'unknown') AS gpu_model,
            strftime(coalesce(start_ts, CAST(day AS TIMESTAMP)), '%G-W%V') AS iso_week,
            verdict, coalesce(domain, 'unknown') AS domain,
+           -- in whole GPU-microseconds: an integer sum does not depend on the order rows arrive in
            coalesce(gpus_per_node, 0) * coalesce(len(nodes), 0)
-               * greatest(coalesce(epoch(end_ts - start_ts), 0), 0) / 3600.0 AS gpu_hours
+               * greatest(coalesce(epoch_us(end_ts) - epoch_us(start_ts), 0), 0) AS gpu_us
     FROM _fleet_attempts
 ),
 exposure AS (
-    SELECT gpu_model, iso_week, count(*) AS attempts, sum(gpu_hours) AS gpu_hours FROM att GROUP BY ALL
+    SELECT gpu_model, iso_week, count(*) AS attempts, CAST(sum(gpu_us) AS DOUBLE) / 3.6e9 AS gpu_hours FROM att GROUP BY ALL
 ),
 fails AS (
     SELECT gpu_model, iso_week, domain, count(*) AS n FROM att WHERE verdict <> 'not_failed' GROUP BY ALL
