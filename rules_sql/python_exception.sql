@@ -34,7 +34,7 @@ classified AS (
             || 'ProcessGroup|Connection reset|Connection closed by peer|Broken pipe|SIGTERM|SignalException|KeyboardInterrupt|'
             || 'SystemExit|Rendezvous|CUDA error|out of memory|OutOfMemoryError|communicator was aborted|'
             || 'DataLoader worker \(pid \d+\) is killed by signal: (Killed|Terminated)|'
-            || 'NaN|NAN|\bnan\b|loss scale already at minimum|'
+            || 'NaN|NAN|\bnan\b|loss scale already at minimum|Minimum loss scale reached|'
             || 'Errno (5|28|30|116|122)\]|Input/output error|No space left on device|Read-only file system|Stale file handle)') AS is_cascade_or_elsewhere,
         EXISTS (SELECT 1 FROM teardown_marks m
                 WHERE m.attempt_id = x.attempt_id
