@@ -1,13 +1,14 @@
 -- id: filesystem_error
--- detects: storage failing under the job: block-device I/O errors, local filesystem errors and read-only remounts,
---          NFS servers not responding, Lustre client errors, and the application's own I/O errors (EIO, ENOSPC,
---          EROFS, ESTALE, EDQUOT while writing a checkpoint). Warnings that only mention such an errno are not used.
+-- detects: storage failing under the job: block-device I/O errors, local filesystem errors, read-only remounts and
+--          XFS shutdowns, NFS servers not responding, Lustre client errors, and the application's own I/O errors (EIO,
+--          ENOSPC, EROFS, ESTALE, EDQUOT while writing a checkpoint). Warnings that only mention such an errno are not
+--          used.
 -- domain: software/filesystem
 -- inputs: events(kind in block_io_error, fs_error, nfs_error, lustre_client_error, io_error)
 SELECT attempt_id, event_id, 'filesystem_error' AS rule_id, 'root' AS role, 'software' AS domain, 'filesystem' AS subdomain,
        node AS culprit_node, rank AS culprit_rank, NULL AS gpu, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
        CASE
-           WHEN kind = 'fs_error' AND code_text = 'remount_ro' THEN 0.8
+           WHEN kind = 'fs_error' AND code_text IN ('remount_ro', 'shutdown') THEN 0.8  -- the filesystem takes no more writes
            WHEN kind IN ('fs_error', 'block_io_error', 'io_error') THEN 0.7
            ELSE 0.6  -- NFS / Lustre clients retry: the outage is real, whether it ended the job less so
        END AS strength, ts,
