@@ -3,7 +3,10 @@
 --          ECC -> GPU memory, NVLink -> NVLink, no/busy device -> lost GPU, illegal address/assert -> application.
 --          An illegal memory access that NCCL reports (`NCCL WARN Cuda failure 700 '...'`) is the application's too:
 --          the error belongs to the process that made the access, so peers see only their lost connections. NCCL's
---          other CUDA failures (a launch failure, a lost device) follow a GPU fault and stay symptoms.
+--          other CUDA failures (a launch failure, a lost device) follow a GPU fault and stay symptoms. So does its
+--          illegal memory access once NCCL's InfiniBand work completions failed no later in the attempt (untimed lines
+--          count as no later): the transport broke first (GPUDirect RDMA writing through a dead queue pair shows up as
+--          an illegal access), so the access does not name the process that made it.
 -- domain: application/cuda_error, hardware/gpu_memory, hardware/gpu_nvlink, hardware/gpu_lost
 -- inputs: events(kind in cuda_error, torch_watchdog_exception, nccl_cuda)
 WITH classified AS (
@@ -13,14 +16,19 @@ WITH classified AS (
             WHEN code_text ILIKE '%uncorrectable NVLink error%' THEN 'hardware/gpu_nvlink'  -- not any text naming NVLink
             WHEN code_text ILIKE '%busy or unavailable%' OR code_text ILIKE '%no CUDA-capable device%' THEN 'hardware/gpu_lost'
             ELSE 'application/cuda_error'
-        END AS cause
+        END AS cause,
+        kind = 'nccl_cuda' AND EXISTS (
+            SELECT 1 FROM events ib
+            WHERE ib.attempt_id = events.attempt_id AND ib.kind = 'nccl_net_ib' AND coalesce(ib.ts <= events.ts, true)
+        ) AS after_transport_failure
     FROM events
     WHERE (kind = 'cuda_error' AND code_text NOT ILIKE '%previous error during capture%')
        OR (kind = 'torch_watchdog_exception' AND code_text ILIKE '%CUDA error%')
        OR (kind = 'nccl_cuda' AND code_text ILIKE '%illegal memory access%')
 )
-SELECT attempt_id, event_id, 'cuda_error' AS rule_id, 'root' AS role,
-       split_part(cause, '/', 1) AS domain, split_part(cause, '/', 2) AS subdomain,
+SELECT attempt_id, event_id, 'cuda_error' AS rule_id, CASE WHEN after_transport_failure THEN 'symptom' ELSE 'root' END AS role,
+       CASE WHEN NOT after_transport_failure THEN split_part(cause, '/', 1) END AS domain,
+       CASE WHEN NOT after_transport_failure THEN split_part(cause, '/', 2) END AS subdomain,
        node AS culprit_node, rank AS culprit_rank, gpu, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
        CASE
            WHEN cause <> 'application/cuda_error' THEN 0.6  -- the kernel record (Xid) is the stronger witness
