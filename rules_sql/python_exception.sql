@@ -35,7 +35,7 @@ classified AS (
             '(DistBackendError|ChildFailedError|NCCL|ncclRemoteError|ncclSystemError|ncclInternalError|Watchdog|watchdog|'
             || 'ProcessGroup|Connection reset|Connection closed by peer|Broken pipe|SIGTERM|SignalException|KeyboardInterrupt|'
             || 'SystemExit|Rendezvous|DistStoreError|DistNetworkError|waiting for (clients|workers)|client socket has (timed out|failed)|'
-            || 'Socket Timeout|Timed out waiting \d+ms for (send|recv) operation|CUDA error|out of memory|OutOfMemoryError|communicator was aborted|'
+            || 'Socket Timeout|Timed out waiting \d+ms for (send|recv) operation|CUDA error|cuda runtime error|Unexpected error from cudaGetDeviceCount|out of memory|OutOfMemoryError|communicator was aborted|'
             || 'DataLoader worker \(pid \d+\) is killed by signal: (Killed|Terminated)|'
             || 'NaN|NAN|\bnan\b|loss scale already at minimum|Minimum loss scale reached|'
             || 'Errno (5|28|30|116|122)\]|Input/output error|No space left on device|Read-only file system|Stale file handle)') AS is_cascade_or_elsewhere,
