@@ -1,10 +1,11 @@
 -- id: slurm_messages
 -- detects: what slurmstepd/srun print when the scheduler ends a job: time limit, preemption, node failure, requeue,
---          a plain cancel, and node failures named by srun/salloc. A plain cancel (no DUE TO) is a user/admin cancel
+--          a plain cancel, and node failures named by srun/salloc; a task launch that failed on exactly one node is that
+--          node's failure (its slurmd did not start the tasks), on several nodes it names none of them. A plain cancel (no DUE TO) is a user/admin cancel
 --          only when the scheduler state is CANCELLED or unknown; otherwise it is srun tearing down the step after
 --          another failure (e.g. after slurmstepd detected an oom_kill event) and only a symptom.
 -- domain: infrastructure/time_limit, preemption, node_failure, maintenance, cancelled
--- inputs: events(kind in slurm_cancel, slurm_node_failure), attempts(state)
+-- inputs: events(kind in slurm_cancel, slurm_node_failure, slurm_launch_failed), attempts(state)
 WITH cancels AS (
     SELECT e.*, e.code_text IS NULL AND a.state IS NOT NULL AND NOT starts_with(a.state, 'CANCELLED') AS is_teardown
     FROM events e JOIN attempts a USING (attempt_id)
@@ -36,3 +37,15 @@ SELECT attempt_id, event_id, 'slurm_messages', 'root', 'infrastructure', 'node_f
        'restart_excluding_nodes'
 FROM events
 WHERE kind = 'slurm_node_failure'
+UNION ALL
+SELECT attempt_id, event_id, 'slurm_messages', CASE WHEN one_node THEN 'root' ELSE 'symptom' END,
+       CASE WHEN one_node THEN 'infrastructure' END, CASE WHEN one_node THEN 'node_failure' END,
+       slurm_node, NULL::INTEGER, NULL, 'node', 0.6, ts,
+       printf('Slurm could not launch the tasks on %s: %s', coalesce(slurm_node, '?'), coalesce(json_extract_string(fields, '$.reason'), '?')),
+       'restart_excluding_nodes'
+FROM (
+    SELECT *, json_extract_string(fields, '$.slurm_node') AS slurm_node,
+           count(DISTINCT json_extract_string(fields, '$.slurm_node')) OVER (PARTITION BY attempt_id) = 1 AS one_node
+    FROM events
+    WHERE kind = 'slurm_launch_failed' AND json_extract_string(fields, '$.slurm_node') IS NOT NULL
+)
