@@ -3,7 +3,9 @@
 --          not itself a symptom of a distributed failure (DistBackendError / NCCL texts / ChildFailedError / SIGTERM
 --          exits / peers closing connections are cascade, and so are the c10d store's and Gloo's timeouts: a store
 --          waiting for clients that never joined, a client that could not reach the store, a send or recv that waited
---          in vain all name the process left waiting, not the one that failed; a DataLoader worker killed by a signal is the signal's
+--          in vain all name the process left waiting, not the one that failed, and so do JAX's coordination service
+--          errors (a barrier or connect that hit DEADLINE_EXCEEDED, an RPC to the coordination service that failed);
+--          a DataLoader worker killed by a signal is the signal's
 --          consequence; CUDA texts, OOM, NaN and storage errors have their own rules), and torchrun entries that
 --          exited with a positive status. Exceptions printed after the job was told to stop (a Slurm cancel, the
 --          torchrun agent's death signal) are teardown. When the same exception is raised on two or more nodes (a bad
@@ -35,7 +37,8 @@ classified AS (
             '(DistBackendError|ChildFailedError|NCCL|ncclRemoteError|ncclSystemError|ncclInternalError|Watchdog|watchdog|'
             || 'ProcessGroup|Connection reset|Connection closed by peer|Broken pipe|SIGTERM|SignalException|KeyboardInterrupt|'
             || 'SystemExit|Rendezvous|DistStoreError|DistNetworkError|waiting for (clients|workers)|client socket has (timed out|failed)|'
-            || 'Socket Timeout|Timed out waiting \d+ms for (send|recv) operation|CUDA error|cuda runtime error|Unexpected error from cudaGetDeviceCount|out of memory|OutOfMemoryError|communicator was aborted|'
+            || 'Socket Timeout|Timed out waiting \d+ms for (send|recv) operation|DEADLINE_EXCEEDED|coordination service|'
+            || 'CUDA error|cuda runtime error|Unexpected error from cudaGetDeviceCount|out of memory|OutOfMemoryError|communicator was aborted|'
             || 'DataLoader worker \(pid \d+\) is killed by signal: (Killed|Terminated)|'
             || 'NaN|NAN|\bnan\b|loss scale already at minimum|Minimum loss scale reached|'
             || 'Errno (5|28|30|116|122)\]|Input/output error|No space left on device|Read-only file system|Stale file handle)') AS is_cascade_or_elsewhere,
