@@ -11,11 +11,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from firstfault.config import RemoteSettings
+
+if TYPE_CHECKING:
+    import httpx  # annotations only
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,10 @@ class ConnectorError(Exception):
 class HttpClient:
     def __init__(self, settings: RemoteSettings, connector: str, transport: httpx.BaseTransport | None = None,
                  headers: dict[str, str] | None = None):
+        # imported on use: httpx (and the click and rich of its command line) is ~80 ms of every start-up, and a
+        # run over local files, like `attribute --static`, never makes a request
+        import httpx
+
         self.settings = settings
         self.connector = connector
         self._client = httpx.Client(
@@ -71,6 +77,8 @@ class HttpClient:
         """GET with retries; yields the open (streaming) response of the first success. `preload` reads the whole
         body first, so a body cut short is retried too; otherwise a failure while the caller reads is not retried
         (it has consumed part of the body) and raises ConnectorError."""
+        import httpx  # imported on use: see __init__
+
         attempt = 0
         while True:
             try:
@@ -128,8 +136,8 @@ def _auth_headers(s: RemoteSettings) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def _basic_auth(s: RemoteSettings) -> httpx.BasicAuth | None:
-    return httpx.BasicAuth(s.username, _secret("", s.password_env)) if s.username else None
+def _basic_auth(s: RemoteSettings) -> tuple[str, str] | None:
+    return (s.username, _secret("", s.password_env)) if s.username else None  # httpx sends a pair as Basic auth
 
 
 def _tls(s: RemoteSettings) -> ssl.SSLContext | bool:

@@ -15,10 +15,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any, Self
+from typing import IO, TYPE_CHECKING, Any, Self
 from urllib.parse import urlencode
 
-import httpx
 import polars as pl
 
 from firstfault.config import Config, PrometheusSettings
@@ -26,6 +25,9 @@ from firstfault.connectors.base import Report, Staging
 from firstfault.connectors.http import ConnectorError, HttpClient, public_url
 from firstfault.connectors.static_context import AttemptContext
 from firstfault.errors import BadInput
+
+if TYPE_CHECKING:
+    import httpx  # the transport's type only: httpx itself is imported when a request is made
 
 SOURCE = "prometheus"
 QUERY_PATH = "/api/v1/query_range"
