@@ -6,7 +6,6 @@ from collections.abc import Iterable, Sequence
 
 import fsspec
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 
@@ -86,7 +85,8 @@ class Lake:
         files = self.files(table, day, key)
         if not files:
             return None
-        return ds.dataset([self.fs._strip_protocol(f) for f in files], format="parquet", filesystem=self.fs).to_table()
+        # through pyarrow.parquet: pyarrow.dataset (~30 ms of start-up) is then imported only by a read
+        return pq.read_table([self.fs._strip_protocol(f) for f in files], filesystem=self.fs, partitioning=None)
 
     def glob_url(self, table: str) -> str:
         return self.fs.unstrip_protocol(posixpath.join(self._root_path, table)) + "/*/*/*.parquet"
