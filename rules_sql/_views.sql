@@ -15,8 +15,9 @@ CREATE OR REPLACE TEMP MACRO meets_window(lo, hi, start_ts, end_ts, lookback_s, 
     hi >= start_ts - to_microseconds(CAST(lookback_s * 1e6 AS BIGINT))
     AND lo <= coalesce(end_ts, lo) + to_microseconds(CAST(grace_s * 1e6 AS BIGINT));
 
--- Events inside the attempt window; unstamped events are kept (ts null).
-CREATE OR REPLACE TEMP VIEW events AS
+-- Events inside the attempt window; unstamped events are kept (ts null). A table, not a view: most rules read it, and
+-- DuckDB would plan the window join again inside each of them (a quarter of a small attempt's rule pass).
+CREATE OR REPLACE TEMP TABLE events AS
 SELECT e.*
 FROM events_all e
 JOIN attempts a USING (attempt_id)
