@@ -2,7 +2,7 @@
 
 The forms nest in a fixed order, outside-in:
 
-    srun label, clock header, "kernel:" tag, dmesg stamp, [rankN]:, application stamp, glog stamp
+    srun label or pdsh host, MPI/torchrun tag, clock header, "kernel:" tag, dmesg stamp, [rankN]:, application stamp, glog stamp
 
 Each layer is peeled off by one anchored regex over the whole column (``str.extract_groups``), and the matched text
 is cut off the line before the next layer is tried. Costs that shaped this:
@@ -18,6 +18,8 @@ but not cut. The stamp parts are left as text in the internal ``STAMP_COLUMNS`` 
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -43,8 +45,20 @@ class _Layer:
     cut: bool = True  # remove the match from ``msg``
 
 
+def _launcher_label(hosts: Sequence[str]) -> _Layer:
+    """`srun --label` ("12: ") or the host pdsh puts before each line (DeepSpeed's multi-node launcher,
+    "worker-1: "). A word and ": " at a line's start is as often plain text ("error: ", "Traceback: "), so a pdsh
+    host is only taken when it is one of `hosts` (the attempts' node names and short names, lower-case)."""
+    named = "|".join(re.escape(h) for h in sorted(hosts, key=len, reverse=True))
+    return _Layer(rf"(?: *(?P<srun_label>\d{{1,7}})|(?i:(?P<launcher_host>{named}))):(?: |$)" if named
+                  else r" *(?P<srun_label>\d{1,7}):(?: |$)")
+
+
 _LAYERS = (
-    _Layer(r" *(?P<srun_label>\d{1,7}):(?: |$)"),
+    # Open MPI `--tag-output` "[job,rank]<stdout>:" (Horovod over MPI), Horovod's Gloo launcher "[rank]<stderr>:",
+    # and torchrun `--tee` "[default3]:" (role "default" and the local rank); nothing after the ':' is cut, so a
+    # traceback keeps its indentation
+    _Layer(r"\[(?:(?:\d{1,7},)?(?P<mpi_rank>\d{1,7})\]<std(?:out|err|diag)>|default(?P<local_rank_prefix>\d{1,4})\]):"),
     # syslog RFC 3164, host optional ("May 18 19:02:39 kernel: "); journalctl short-precise adds a fraction
     _Layer(
         rf"(?P<_sy_mon>{_MON})  ?(?P<_sy_day>\d{{1,2}}) (?P<_sy_time>{_HMS})(?:\.(?P<_sy_frac>\d+))? "
@@ -123,15 +137,20 @@ def _peel(lf: pl.LazyFrame, layer: _Layer) -> pl.LazyFrame:
     return lf.with_columns(msg=pl.coalesce(msg.str.slice(pl.col("_layer").str.len_bytes()), msg)).drop("_layer")
 
 
-def strip_decorations(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Add ``msg``, ``srun_label``, ``rank_prefix``, ``nccl_host``, ``nccl_pid``, ``nccl_dev``, ``syslog_host``
-    and the internal ``STAMP_COLUMNS`` to a frame with a ``raw`` column."""
-    lf = lf.with_columns(msg=pl.col("raw"))
+def strip_decorations(lf: pl.LazyFrame, hosts: Sequence[str] = ()) -> pl.LazyFrame:
+    """Add ``msg``, ``srun_label``, ``launcher_host``, ``local_rank_prefix``, ``rank_prefix``, ``nccl_host``,
+    ``nccl_pid``, ``nccl_dev``, ``syslog_host`` and the internal ``STAMP_COLUMNS`` to a frame with a ``raw`` column.
+    `hosts`: the names a pdsh host prefix may have (lower-case; ``placement.host_aliases``)."""
+    lf = _peel(lf.with_columns(msg=pl.col("raw")), _launcher_label(hosts))
+    if not hosts:  # the column where the layer would have put it
+        lf = lf.with_columns(launcher_host=pl.lit(None, pl.String))
     for layer in _LAYERS:
         lf = _peel(lf, layer)
     return lf.with_columns(
         srun_label=pl.col("srun_label").cast(pl.Int32),
-        rank_prefix=pl.col("rank_prefix").cast(pl.Int32),
+        local_rank_prefix=pl.col("local_rank_prefix").cast(pl.Int32),
+        # an MPI tag and torch's "[rankN]:" both name the global rank; the inner one is the application's own
+        rank_prefix=pl.coalesce("rank_prefix", "mpi_rank").cast(pl.Int32),
         nccl_dev=pl.col("nccl_dev").cast(pl.Int32),
         syslog_host=pl.coalesce(_HOST_COLUMNS),
-    ).drop(_HOST_COLUMNS)
+    ).drop(*_HOST_COLUMNS, "mpi_rank")

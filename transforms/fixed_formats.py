@@ -191,16 +191,16 @@ def read_fixed_formats(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
     return read_columns, pl.concat(rest).drop("_format")
 
 
-def strip_by_format(lines: pl.DataFrame) -> pl.DataFrame:
-    """``strip_decorations`` of `lines` (with ``_format``, dropped): the lines of known formats cut at fixed
-    positions, the others by ``strip_decorations``. Only the decoration columns some line has are put back in line
+def strip_by_format(lines: pl.DataFrame, hosts: Sequence[str] = ()) -> pl.DataFrame:
+    """``strip_decorations`` of `lines` (with ``_format``, dropped; `hosts` as there): the lines of known formats
+    cut at fixed positions, the others by ``strip_decorations``. Only the decoration columns some line has are put back in line
     order; the input columns keep theirs."""
     types = _decoration_types()
     lines = lines.with_row_index("_row")
     read, rest = read_fixed_formats(lines)
     parts = [read]
     if rest.height:
-        general = strip_decorations(rest.lazy()).collect()
+        general = strip_decorations(rest.lazy(), hosts).collect()
         parts.append(general.select("_row", *(c for c in types if general.get_column(c).null_count() < general.height)))
     found = pl.concat(parts, how="diagonal").sort("_row").drop("_row")
     return lines.drop("_row", "_format").hstack(found).select(

@@ -10,7 +10,7 @@ import polars as pl
 
 from firstfault.transforms.decorations import strip_decorations
 from firstfault.transforms.fixed_formats import strip_by_format
-from firstfault.transforms.placement import place_attempt_lines
+from firstfault.transforms.placement import host_aliases, place_attempt_lines
 from firstfault.transforms.timestamps import local_window, parse_timestamps
 
 if TYPE_CHECKING:  # the attempt facts read here; transforms do not import connectors at run time
@@ -34,16 +34,18 @@ def normalize_lines(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, *, fast
     return pl.concat(parts, how="vertical").sort(["_file", "line"], maintain_order=True)
 
 
-def _stripped(lines: pl.DataFrame, fast: bool) -> pl.LazyFrame:
+def _stripped(lines: pl.DataFrame, fast: bool, hosts: Sequence[str]) -> pl.LazyFrame:
     """`strip_decorations` of the lines, those of known formats cut at fixed positions (fixed_formats.py)."""
     if not fast or "_format" not in lines.columns or lines.get_column("_format").null_count() == lines.height:
-        return strip_decorations(lines.drop("_format", strict=False).lazy())
-    return strip_by_format(lines).lazy()
+        return strip_decorations(lines.drop("_format", strict=False).lazy(), hosts)
+    return strip_by_format(lines, hosts).lazy()
 
 
 def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str, positions: list[int],
                     fast: bool) -> pl.LazyFrame:
-    lf = _stripped(lines, fast)
+    # a pdsh host prefix is taken only when it names a node of these attempts (decorations._launcher_label)
+    hosts = sorted({alias for i in positions for alias in host_aliases(ctxs[i].nodes)})
+    lf = _stripped(lines, fast, hosts)
     if len(positions) == 1:  # one attempt: its facts are literals, cheaper than per-line lookups
         ctx = ctxs[positions[0]]
         lf = parse_timestamps(lf, tz=tz, window_start=ctx.start, window_end=ctx.end or ctx.start)

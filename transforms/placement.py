@@ -15,16 +15,17 @@ def host_aliases(nodes: Sequence[str]) -> dict[str, str]:
     return aliases
 
 
-def resolve_host(expr: pl.Expr, aliases: Mapping[str, str], prefix: pl.Expr | None = None) -> pl.Expr:
-    """A host name -> the node it names (exact or short name, any case); an unknown host keeps its own name.
-    `aliases` maps names to nodes (`host_aliases`); when it holds the aliases of several attempts, each key starts
-    with its attempt's prefix and `prefix` gives each line's."""
+def resolve_host(expr: pl.Expr, aliases: Mapping[str, str], prefix: pl.Expr | None = None, *,
+                 keep_unknown: bool = True) -> pl.Expr:
+    """A host name -> the node it names (exact or short name, any case); an unknown host keeps its own name, or is
+    null without `keep_unknown`. `aliases` maps names to nodes (`host_aliases`); when it holds the aliases of
+    several attempts, each key starts with its attempt's prefix and `prefix` gives each line's."""
     lower = expr.str.to_lowercase()
 
     def lookup(name: pl.Expr) -> pl.Expr:
         return (name if prefix is None else prefix + name).replace_strict(aliases, default=None, return_dtype=pl.String)
 
-    return pl.coalesce(lookup(lower), lookup(lower.str.split(".").list.first()), expr)
+    return pl.coalesce(lookup(lower), lookup(lower.str.split(".").list.first()), *((expr,) if keep_unknown else ()))
 
 
 def place_lines(
@@ -54,13 +55,16 @@ def place_attempt_lines(
     file_rank: int | None | pl.Expr,
     label_mode: str | pl.Expr,
 ) -> pl.LazyFrame:
-    """Add `node`, `rank`, `local_rank` from srun labels, `[rankN]:` and NCCL prefixes, the file and the rank map.
+    """Add `node`, `rank`, `local_rank` from srun labels, pdsh hosts, MPI/torchrun tags, `[rankN]:` and NCCL
+    prefixes, the file and the rank map.
 
     `attempts` holds each attempt's (nodes, rank map); `attempt` gives each line's index into it, so the lines of
     many attempts are placed in one frame (a plan costs the same whatever the number of attempts).
 
-    Precedence for the rank: `[rankN]:` > srun label (when labels are ranks) > NCCL `[dev]` on its node > file name.
-    Node: the file's node > NCCL host > srun label (when labels are node indexes) > the rank's node > syslog host.
+    Precedence for the rank: `[rankN]:` > MPI tag > srun label (when labels are ranks) > the local rank (torchrun
+    tag, else NCCL `[dev]`) on its node > file name. Node: the file's node > pdsh host (only one of the attempt's
+    nodes) > NCCL host > srun label (when labels are node indexes) > the rank's node > syslog host. A local rank
+    alone never names a node.
     """
     # Lookups are keyed by attempt: `i#name` and i * _SPAN + number. With one attempt the keys are the plain values
     # (cheaper: no key string per line).
@@ -90,8 +94,8 @@ def place_attempt_lines(
             rank_local[int_key(i, r)] = lr
             device_rank[str_key(i, f"{n}#{lr}")] = r
 
-    def host(expr: pl.Expr) -> pl.Expr:
-        return resolve_host(expr, aliases, None if single else prefix)
+    def host(expr: pl.Expr, *, keep_unknown: bool = True) -> pl.Expr:
+        return resolve_host(expr, aliases, None if single else prefix, keep_unknown=keep_unknown)
 
     # file-level facts are literals for one file, columns when several files are placed in one frame
     mode = label_mode if isinstance(label_mode, pl.Expr) else pl.lit(label_mode, pl.String)
@@ -105,16 +109,21 @@ def place_attempt_lines(
     lf = lf.with_columns(_rank_direct=direct_rank).with_columns(
         node=pl.coalesce(
             file_node.cast(pl.String),
+            # decorations take a pdsh host only when it names a node of some attempt of the pass; it must name one
+            # of this line's attempt
+            host(pl.col("launcher_host"), keep_unknown=False),
             host(pl.col("nccl_host")),
             label_node,
             keyed(pl.col("_rank_direct")).replace_strict(rank_node, default=None, return_dtype=pl.String),
             host(pl.col("syslog_host")),
         )
     )
-    device_key = keyed_str(pl.concat_str(pl.col("node"), pl.lit("#"), pl.col("nccl_dev").cast(pl.String)))
+    # torchrun's tag is the local rank itself; NCCL's `[dev]` is the CUDA device, the local rank as launchers set it
+    device = pl.coalesce(pl.col("local_rank_prefix"), pl.col("nccl_dev"))
+    device_key = keyed_str(pl.concat_str(pl.col("node"), pl.lit("#"), device.cast(pl.String)))
     return lf.with_columns(
         rank=pl.coalesce(pl.col("_rank_direct"), device_key.replace_strict(device_rank, default=None, return_dtype=pl.Int32)),
         local_rank=pl.coalesce(
-            keyed(pl.col("_rank_direct")).replace_strict(rank_local, default=None, return_dtype=pl.Int32), pl.col("nccl_dev")
+            keyed(pl.col("_rank_direct")).replace_strict(rank_local, default=None, return_dtype=pl.Int32), device
         ).cast(pl.Int32),
     ).drop("_rank_direct")

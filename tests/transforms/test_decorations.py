@@ -4,7 +4,7 @@ import pytest
 
 from firstfault.transforms.decorations import STAMP_COLUMNS, strip_decorations
 
-PUBLIC = ("msg", "srun_label", "rank_prefix", "nccl_host", "nccl_pid", "nccl_dev", "syslog_host")
+PUBLIC = ("msg", "srun_label", "launcher_host", "local_rank_prefix", "rank_prefix", "nccl_host", "nccl_pid", "nccl_dev", "syslog_host")
 
 
 def strip(*lines: str | None) -> pl.DataFrame:
@@ -178,6 +178,24 @@ CASES = [
      "RuntimeError: CUDA error: an illegal memory access was encountered", {"srun_label": 7}),
     ("12: [rank12]: Last error:", "Last error:", {"srun_label": 12, "rank_prefix": 12}),
     ("4:", "", {"srun_label": 4}),
+    # Open MPI --tag-output (horovod#3752, horovod#3929), Horovod's Gloo launcher (pytorch/ignite#3466): the rank;
+    # what follows the ':' is kept whole (a traceback's indentation)
+    ("[1,1]<stdout>:slave1:126624:126758 [1] misc/argcheck.cc:39 NCCL WARN Broadcast : invalid root 0 (root should be "
+     "in the 0..-1 range)",
+     "slave1:126624:126758 [1] misc/argcheck.cc:39 NCCL WARN Broadcast : invalid root 0 (root should be in the 0..-1 "
+     "range)",
+     {"rank_prefix": 1, "nccl_host": "slave1", "nccl_pid": "126624", "nccl_dev": 1}),
+    ('[1,1]<stderr>:  File "/usr/local/lib/python3.8/dist-packages/horovod/torch/mpi_ops.py", line 1285, in synchronize',
+     '  File "/usr/local/lib/python3.8/dist-packages/horovod/torch/mpi_ops.py", line 1285, in synchronize',
+     {"rank_prefix": 1}),
+    ("[1]<stderr>:RuntimeError: ncclCommInitRank failed: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+     "RuntimeError: ncclCommInitRank failed: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+     {"rank_prefix": 1}),
+    # torchrun --tee (pytorch/pytorch#75087): the local rank
+    ("[default3]:Fatal Python error: Segmentation fault", "Fatal Python error: Segmentation fault",
+     {"local_rank_prefix": 3}),
+    ("[default3]:python: src/psm2_nccl_net.c:756: mq_progress_loop: Assertion `r->used' failed.",
+     "python: src/psm2_nccl_net.c:756: mq_progress_loop: Assertion `r->used' failed.", {"local_rank_prefix": 3}),
     # NCCL prefix: parsed, not cut
     (
         "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
@@ -211,6 +229,9 @@ CASES = [
      None, {}),
     ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", None, {}),
     ("[1]:", None, {}),
+    ("[1,2] <stdout>: not a tag", None, {}),
+    ("[trainer0]:a role other than torchrun's default", None, {}),
+    ("x1000c0s6b0n0: seed=42,", None, {}),  # a pdsh host only when it names a node (test_pdsh_host_*)
     ("    Remapped Rows", None, {}),
 ]
 
@@ -233,6 +254,25 @@ def test_output_schema():
     for name in ("msg", "nccl_host", "nccl_pid", "syslog_host", *STAMP_COLUMNS):
         assert frame.schema[name] == pl.String, name
     assert set(frame.columns) == {"raw", *PUBLIC, *STAMP_COLUMNS}
+
+
+def test_pdsh_host_is_cut_only_when_it_names_a_node():
+    """DeepSpeed's pdsh launcher (deepspeedai/DeepSpeed#3969): "host: " before each line; a line starting with another
+    word and ": " keeps it."""
+    lines = ["x1000c0s6b0n0: seed=42,", "X1000C0S6B0N0: [rank3]: x", "error: *** JOB 1 ON x CANCELLED AT 2026-11-29T01:00:00",
+             "Traceback: x", "3: y", "x1000c0s6b0n0:12:13 [0] NCCL INFO z"]
+    frame = strip_decorations(pl.LazyFrame({"raw": lines}), ["x1000c0s6b0n0", "node-02"]).collect()
+    assert frame.get_column("launcher_host").to_list() == ["x1000c0s6b0n0", "X1000C0S6B0N0", None, None, None, None]
+    assert frame.get_column("msg").to_list() == ["seed=42,", "x", *lines[2:4], "y", lines[5]]
+    assert frame.get_column("rank_prefix").to_list() == [None, 3, None, None, None, None]
+    assert frame.get_column("srun_label").to_list() == [None, None, None, None, 3, None]
+    assert frame.get_column("_sl_date").to_list()[2] == "2026-11-29"
+    assert frame.get_column("nccl_host").to_list()[5] == "x1000c0s6b0n0"
+
+
+def test_pdsh_host_keeps_the_column_order():
+    with_hosts = strip_decorations(pl.LazyFrame(schema={"raw": pl.String}), ["node-01"]).collect_schema()
+    assert with_hosts == strip_decorations(pl.LazyFrame(schema={"raw": pl.String})).collect_schema()
 
 
 def test_other_columns_pass_through():

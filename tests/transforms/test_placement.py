@@ -6,10 +6,14 @@ NODES = ["node-01", "node-02", "node-03"]
 RANK_MAP = [(i * 8 + lr, n, lr) for i, n in enumerate(NODES) for lr in range(8)]
 
 
+SCHEMA = {"srun_label": pl.Int32, "launcher_host": pl.String, "local_rank_prefix": pl.Int32, "rank_prefix": pl.Int32,
+          "nccl_host": pl.String, "nccl_dev": pl.Int32, "syslog_host": pl.String}
+
+
 def frame(**cols):
-    base = {"srun_label": [None], "rank_prefix": [None], "nccl_host": [None], "nccl_dev": [None], "syslog_host": [None]}
+    base = {name: [None] for name in SCHEMA}
     base.update({k: [v] for k, v in cols.items()})
-    return pl.DataFrame(base, schema={"srun_label": pl.Int32, "rank_prefix": pl.Int32, "nccl_host": pl.String, "nccl_dev": pl.Int32, "syslog_host": pl.String})
+    return pl.DataFrame(base, schema=SCHEMA)
 
 
 def place(df, label_mode="rank", file_node=None, file_rank=None):
@@ -34,3 +38,20 @@ def test_srun_label_as_node_index():
 def test_file_node_wins_and_unknown_hosts_are_kept():
     assert place(frame(syslog_host="other"), file_node="node-01")["node"] == "node-01"
     assert place(frame(nccl_host="stranger"))["node"] == "stranger"
+
+
+def test_pdsh_host_names_the_node_before_the_nccl_host():
+    row = place(frame(launcher_host="NODE-02", nccl_host="719f2593e03a4bbc8d6dff88bf662002000002", nccl_dev=3))
+    assert (row["node"], row["rank"], row["local_rank"]) == ("node-02", 11, 3)
+
+
+def test_pdsh_host_of_no_node_of_the_attempt_places_nothing():
+    assert place(frame(launcher_host="other"))["node"] is None
+
+
+def test_torchrun_local_rank_needs_the_node_from_elsewhere():
+    assert (place(frame(local_rank_prefix=3))["node"], place(frame(local_rank_prefix=3))["rank"]) == (None, None)
+    row = place(frame(local_rank_prefix=3, nccl_dev=0), file_node="node-03")
+    assert (row["node"], row["rank"], row["local_rank"]) == ("node-03", 19, 3)
+    row = place(frame(local_rank_prefix=2, launcher_host="node-01"))
+    assert (row["node"], row["rank"]) == ("node-01", 2)
