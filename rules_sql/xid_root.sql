@@ -1,8 +1,10 @@
 -- id: xid_root
 -- detects: an NVRM Xid whose catalog class can start a failure; secondary/informational Xids (43, 45, 63, 154, ...) and
---          NVLink5 Xids 144-150 marked Nonfatal only confirm
+--          NVLink5 Xids 144-150 marked Nonfatal only confirm; the driver's GSP heartbeat timeout (the GPU's firmware
+--          stopped answering, as with Xid 119) is the node's gpu_firmware at 0.75, below a fatal Xid and below what a
+--          COMPLETED attempt needs to count as failed
 -- domain: from xid_catalog.typical_domain / typical_subdomain (hardware/*, software/driver, application/cuda_error)
--- inputs: events(kind = xid), xid_catalog, gpu_ranks, attempts(gpu_model)
+-- inputs: events(kind in xid, gsp_heartbeat), xid_catalog, gpu_ranks, attempts(gpu_model)
 -- On an NVL72 rack (GB200/GB300) an Xid 149 whose sub-code (bits 20-25 of the first payload word) is 0x20-0x25
 -- INVESTIGATE_PEER_DEVICE points at the far end of the link, which may sit on another tray: the reporting node stays
 -- the only node we can name, but the cause is localised to the NVLink `group` at reduced strength (HGX boards keep both
@@ -50,6 +52,11 @@ WITH hits AS (
     LEFT JOIN gpu_ranks g ON g.attempt_id = e.attempt_id AND g.node = e.node AND g.gpu = e.gpu
     LEFT JOIN attempts a ON a.attempt_id = e.attempt_id
     WHERE e.kind = 'xid'
+    UNION ALL
+    SELECT e.attempt_id, e.event_id, 'xid_root', 'root', 'hardware', 'gpu_firmware', e.node, e.rank, e.gpu,
+           'node', 0.75, e.ts, printf('GSP firmware heartbeat timed out on %s', coalesce(e.node, '?')), 'drain_node', false
+    FROM events e
+    WHERE e.kind = 'gsp_heartbeat'
 )
 SELECT * EXCLUDE (peer) REPLACE (
     CASE WHEN peer THEN 'group' ELSE granularity END AS granularity,
