@@ -6,7 +6,8 @@
 --          in vain all name the process left waiting, not the one that failed, and so do JAX's coordination service
 --          errors (a barrier or connect that hit DEADLINE_EXCEEDED, an RPC to the coordination service that failed);
 --          a DataLoader worker killed by a signal is the signal's
---          consequence; CUDA texts, OOM, NaN and storage errors have their own rules), and torchrun entries that
+--          consequence; a launcher's CalledProcessError for the Python worker it started
+--          (torch.distributed.launch, accelerate launch) relays that worker's exit status; CUDA texts, OOM, NaN and storage errors have their own rules), and torchrun entries that
 --          exited with a positive status. Exceptions printed after the job was told to stop (a Slurm cancel, the
 --          torchrun agent's death signal) are teardown. When the same exception is raised on two or more nodes (a bad
 --          config, a missing file, an import error), the cause is the job's code, not a node: no culprit node.
@@ -40,6 +41,7 @@ classified AS (
             || 'Socket Timeout|Timed out waiting \d+ms for (send|recv) operation|DEADLINE_EXCEEDED|coordination service|'
             || 'CUDA error|cuda runtime error|Unexpected error from cudaGetDeviceCount|out of memory|OutOfMemoryError|communicator was aborted|'
             || 'DataLoader worker \(pid \d+\) is killed by signal: (Killed|Terminated)|'
+            || 'CalledProcessError\b.*Command ''\[''[^'']*python[0-9.]*'', |'
             || 'NaN|NAN|\bnan\b|loss scale already at minimum|Minimum loss scale reached|'
             || 'Errno (5|28|30|116|122)\]|Input/output error|No space left on device|Read-only file system|Stale file handle)') AS is_cascade_or_elsewhere,
         EXISTS (SELECT 1 FROM teardown_marks m
