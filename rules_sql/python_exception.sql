@@ -1,16 +1,15 @@
 -- id: python_exception
 -- detects: the innermost exception of a Python traceback, or an exception line logged without its traceback, that is
---          not itself a symptom of a distributed failure (DistBackendError / NCCL texts / ChildFailedError / SIGTERM
---          exits / peers closing connections are cascade, and so are the c10d store's and Gloo's timeouts: a store
---          waiting for clients that never joined, a client that could not reach the store, a send or recv that waited
---          in vain all name the process left waiting, not the one that failed, and so do JAX's coordination service
---          errors (a barrier or connect that hit DEADLINE_EXCEEDED, an RPC to the coordination service that failed);
---          a DataLoader worker killed by a signal is the signal's
---          consequence; a launcher's CalledProcessError for the Python worker it started
---          (torch.distributed.launch, accelerate launch) relays that worker's exit status; CUDA texts, OOM, NaN and storage errors have their own rules), and torchrun entries that
---          exited with a positive status. Exceptions printed after the job was told to stop (a Slurm cancel, the
---          torchrun agent's death signal) are teardown. When the same exception is raised on two or more nodes (a bad
---          config, a missing file, an import error), the cause is the job's code, not a node: no culprit node.
+--          not itself a symptom of a distributed failure, and torchrun entries that exited with a positive status.
+--          Symptoms, not causes: DistBackendError / NCCL texts / ChildFailedError / SIGTERM exits / peers closing
+--          connections (the cascade); the c10d store's and Gloo's timeouts and JAX's coordination-service errors
+--          (a store waiting for clients that never joined, a send or recv or a barrier that waited in vain: they name
+--          the process left waiting, not the one that failed); a DataLoader worker killed by a signal (the signal's
+--          consequence); a launcher's CalledProcessError for the Python worker it started (torch.distributed.launch,
+--          accelerate launch: it relays that worker's exit status). CUDA texts, OOM, NaN and storage errors have their
+--          own rules. Exceptions printed after the job was told to stop (a Slurm cancel, the torchrun agent's death
+--          signal) are teardown. When the same exception is raised on two or more nodes (a bad config, a missing file,
+--          an import error), the cause is the job's code, not a node: no culprit node.
 -- domain: application/exception
 -- inputs: events(kind in python_exception, exception_line, torchrun_failure, deepspeed_exit, slurm_cancel, torchrun_death_signal)
 WITH traced AS (
