@@ -89,11 +89,8 @@ class ProgressSummary:
 
     def merge(self, other: "ProgressSummary") -> None:
         """Add the markers another summary was fed (a part of a file landed by another process)."""
-        for partial in other._partials:
-            self._partials.append(partial)
-            self._rows += partial.height
-        if other._edges:
-            self._edges = [edge_markers(pl.concat([*self._edges, *other._edges], how="vertical_relaxed"))]
+        if other._partials:
+            self._add_summarised(pl.concat(other._partials), other._edges[0])
 
     def table(self) -> pl.DataFrame:
         """The attempt's `progress` rows (PROGRESS_SCHEMA), in key order."""
