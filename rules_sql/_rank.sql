@@ -157,10 +157,12 @@ WHERE o.verdict = 'attributed' AND c.position = 1 OR o.verdict = 'ambiguous';
 
 -- Symptoms: the earliest symptom of each kind on each node and rank. A line that is evidence of the chosen cause is
 -- never also its symptom: one log line can yield two events (the CUDA OOM line is an OOM and a Python exception).
+-- Two rules may call the same event a symptom (nccl_cascade and cuda_error an NCCL CUDA failure): the rule's name
+-- breaks the tie, so the row shown does not depend on the order DuckDB produced them in.
 CREATE OR REPLACE TEMP TABLE symptom_rows AS
 SELECT * EXCLUDE (n) FROM (
     SELECT h.attempt_id, h.event_id, h.rule_id, e.kind, e.node, e.rank, h.ts, h.summary,
-           row_number() OVER (PARTITION BY h.attempt_id, e.kind, e.node, e.rank ORDER BY h.ts NULLS LAST, h.event_id) AS n
+           row_number() OVER (PARTITION BY h.attempt_id, e.kind, e.node, e.rank ORDER BY h.ts NULLS LAST, h.event_id, h.rule_id) AS n
     FROM rule_hits h JOIN events e USING (attempt_id, event_id)
     WHERE h.role = 'symptom'
       AND NOT EXISTS (
