@@ -1,15 +1,111 @@
 -- Ranks the rule hits of every attempt into causes and decides its verdict (docs/DESIGN.md §4). Runs after all rules;
--- reads rule_hits, events, node_skew, attempts and params; builds the temp tables root_hits, attempt_skew, causes,
--- ranked_causes, outcome (the verdict), chosen (the causes it stands on), symptom_rows and evidence_rows, which
--- _confidence.sql, _verdict.sql and _action.sql turn into verdict rows.
+-- reads rule_hits, events, node_skew, silent_first_node, causal_chains, silent_node_classes, progress_window, attempts
+-- and params; first settles the rule hits the causal chains explain (rule_hits is updated in place), then builds the
+-- temp tables root_hits, attempt_skew, causes, ranked_causes, outcome (the verdict), chosen (the causes it stands on),
+-- symptom_rows and evidence_rows, which _confidence.sql, _verdict.sql and _action.sql turn into verdict rows.
+
+-- A time on the attempt's consensus clock: corrected by the emitting node's measured offset (node_skew, DESIGN §4.2).
+CREATE OR REPLACE TEMP MACRO consensus_ts(ts, offset_s) AS ts - to_microseconds(CAST(coalesce(offset_s, 0) * 1e6 AS BIGINT));
+-- Whether a line carries a stamp of its own (an inherited stamp is only a lower bound of when it was printed).
+CREATE OR REPLACE TEMP MACRO own_stamp(ts, quality) AS ts IS NOT NULL AND coalesce(quality, '') NOT IN ('inherited', 'none', 'monotonic');
+-- Whether a hit or an event is of a chain side's class: domain, subdomain, kind, codes and texts each match or are
+-- left open (null).
+CREATE OR REPLACE TEMP MACRO chain_side_matches(domain, subdomain, kind, codes, texts, x_domain, x_subdomain, x_kind, x_code, x_text) AS
+    (domain IS NULL OR domain = x_domain) AND (subdomain IS NULL OR subdomain = x_subdomain) AND (kind IS NULL OR kind = x_kind)
+    AND (codes IS NULL OR list_contains(codes, x_code)) AND (texts IS NULL OR list_contains(texts, x_text));
+
+-- A job-level root of a class that names a node (silent_node_classes, e.g. the scheduler's NODE_FAIL) takes the node
+-- that went silent first while its peers' errors name it, dated when it went silent.
+UPDATE rule_hits h
+SET culprit_node = s.node, ts = s.last_ts, granularity = 'node',
+    summary = h.summary || printf(' (%s went silent first, at %s, and its peers name it)', s.node, strftime(s.last_ts, '%Y-%m-%dT%H:%M:%SZ'))
+FROM silent_first_node s, silent_node_classes c
+WHERE h.role = 'root' AND h.culprit_node IS NULL AND s.attempt_id = h.attempt_id
+  AND h.domain = c.domain AND (c.subdomain IS NULL OR h.subdomain = c.subdomain);
+
+-- Causal chains (causal_chains, rules_sql/chains.yaml): the root hits and the events the chains compare, with the facts
+-- their scopes and windows read. A hit's node is its culprit node, else the node that printed it.
+CREATE OR REPLACE TEMP TABLE chain_facts AS
+SELECT h.attempt_id, h.rule_id, h.event_id, h.domain, h.subdomain, h.culprit_node, e.kind, e.code, e.code_text,
+       coalesce(h.culprit_node, e.node) AS node, coalesce(h.gpu, e.gpu) AS gpu, coalesce(h.culprit_rank, e.rank) AS rank,
+       e.device, e.peer_node, e.uri, e.line, consensus_ts(h.ts, k.offset_s) AS ts,
+       h.ts IS NOT NULL AND (e.event_id IS NULL OR own_stamp(e.ts, e.ts_quality)) AS own_stamp
+FROM rule_hits h
+LEFT JOIN events e USING (attempt_id, event_id)
+LEFT JOIN node_skew k ON k.attempt_id = h.attempt_id AND k.node = e.node
+WHERE h.role = 'root';
+
+-- Every (effect hit, chain, cause) inside the chain's scope and window. A cause is a root hit of the cause's class, or,
+-- for a cause given by event kind alone, any event of that kind whatever role its rules gave it. Times are compared
+-- when both sides have one; an effect without a stamp of its own counts as after a stamped cause when the chain says
+-- so (`after_stamped`: a line that only reports a lost peer); lines of one file are in file order; else the chain's
+-- `unstamped` policy decides (`any`: untimed counts as inside). A recovery (`relation: recovered`) counts only when
+-- training progressed after it.
+CREATE OR REPLACE TEMP TABLE chain_links AS
+WITH effects AS (
+    SELECT c.id AS chain_id, c.scope, c.before_s, c.after_s, c.unstamped, c.relation, f.*
+    FROM chain_facts f
+    JOIN causal_chains c ON chain_side_matches(c.effect_domain, c.effect_subdomain, c.effect_kind, c.effect_codes, c.effect_texts,
+                                               f.domain, f.subdomain, f.kind, f.code, f.code_text)
+),
+causes AS (
+    SELECT c.id AS chain_id, f.attempt_id, f.event_id, f.kind, f.node, f.gpu, f.rank, f.device, f.ts, f.own_stamp, f.uri, f.line
+    FROM chain_facts f
+    JOIN causal_chains c ON c.cause_domain IS NOT NULL
+     AND chain_side_matches(c.cause_domain, c.cause_subdomain, c.cause_kind, c.cause_codes, c.cause_texts,
+                            f.domain, f.subdomain, f.kind, f.code, f.code_text)
+    UNION ALL
+    SELECT c.id, e.attempt_id, e.event_id, e.kind, e.node, e.gpu, e.rank, e.device, consensus_ts(e.ts, k.offset_s),
+           own_stamp(e.ts, e.ts_quality), e.uri, e.line
+    FROM events e
+    JOIN causal_chains c ON c.cause_domain IS NULL
+     AND chain_side_matches(NULL, NULL, c.cause_kind, c.cause_codes, c.cause_texts, NULL, NULL, e.kind, e.code, e.code_text)
+    LEFT JOIN node_skew k ON k.attempt_id = e.attempt_id AND k.node = e.node
+),
+linked AS (
+    SELECT x.attempt_id, x.rule_id, x.event_id, x.domain, x.subdomain, x.culprit_node, x.chain_id, x.relation,
+           c.kind AS cause_kind, c.node AS cause_node, c.ts AS cause_ts, c.event_id AS cause_event
+    FROM effects x
+    JOIN causes c ON c.attempt_id = x.attempt_id AND c.chain_id = x.chain_id AND c.event_id IS DISTINCT FROM x.event_id
+    WHERE CASE x.scope
+              WHEN 'job' THEN true
+              WHEN 'node' THEN c.node = x.node
+              WHEN 'gpu' THEN c.node = x.node AND c.gpu = x.gpu
+              WHEN 'rank' THEN c.rank = x.rank AND (c.node IS NULL OR x.node IS NULL OR c.node = x.node)
+              WHEN 'device' THEN c.node = x.node AND c.device = x.device
+              WHEN 'peer_address' THEN c.node = x.peer_node
+          END
+      AND CASE
+              WHEN x.unstamped = 'after_stamped' AND c.own_stamp AND NOT x.own_stamp THEN true
+              WHEN x.ts IS NOT NULL AND c.ts IS NOT NULL THEN
+                  epoch_us(x.ts) - epoch_us(c.ts) >= x.before_s * 1e6
+                  AND (x.after_s IS NULL OR epoch_us(x.ts) - epoch_us(c.ts) <= x.after_s * 1e6)
+              WHEN x.uri = c.uri THEN c.line < x.line
+              ELSE x.unstamped = 'any'
+          END
+      AND (x.relation <> 'recovered'
+           OR EXISTS (SELECT 1 FROM progress_window p WHERE p.attempt_id = x.attempt_id AND p.last_ts > c.ts))
+)
+SELECT * FROM linked
+QUALIFY row_number() OVER (PARTITION BY attempt_id, rule_id, event_id, domain, subdomain, culprit_node
+                           ORDER BY chain_id, cause_ts NULLS LAST, cause_event) = 1;
+
+-- A root hit a chain links to a cause is that cause's symptom (a recovered one is ignored), whatever its own strength.
+UPDATE rule_hits h
+SET role = CASE l.relation WHEN 'recovered' THEN 'ignored' ELSE 'symptom' END, domain = NULL, subdomain = NULL, strength = 0.0,
+    summary = h.summary || printf(' [%s %s on %s: chain %s]', CASE l.relation WHEN 'recovered' THEN 'recovered by' ELSE 'symptom of' END,
+                                  coalesce(l.cause_kind, 'the scheduler state'), coalesce(l.cause_node, '?'), l.chain_id)
+FROM chain_links l
+WHERE h.role = 'root' AND h.attempt_id = l.attempt_id AND h.rule_id = l.rule_id AND h.event_id IS NOT DISTINCT FROM l.event_id
+  AND h.domain = l.domain AND h.subdomain = l.subdomain AND h.culprit_node IS NOT DISTINCT FROM l.culprit_node;
 
 -- A job-level hit (no culprit node) joins a node-level cause of the same domain/subdomain when there is one.
--- Times are corrected by the emitting node's measured clock offset (node_skew, DESIGN §4.2) before any ordering; raw_ts
--- keeps what the line says (shown as root_cause.ts). A root its rule could not localise to one node has granularity
--- `group` (e.g. an NVLink peer on another tray, xid_root.sql): _confidence.sql and _action.sql honour it.
+-- Times are on the consensus clock before any ordering; raw_ts keeps what the line says (shown as root_cause.ts). A
+-- root its rule could not localise to one node has granularity `group` (e.g. an NVLink peer on another tray,
+-- xid_root.sql): _confidence.sql and _action.sql honour it.
 CREATE OR REPLACE TEMP TABLE root_hits AS
 WITH roots AS (
-    SELECT h.* REPLACE (h.ts - to_microseconds(CAST(coalesce(k.offset_s, 0) * 1e6 AS BIGINT)) AS ts),
+    SELECT h.* REPLACE (consensus_ts(h.ts, k.offset_s) AS ts),
            h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, e.ts_quality, e.uri, e.line
     FROM rule_hits h
     LEFT JOIN events e USING (attempt_id, event_id)
@@ -140,6 +236,8 @@ SELECT a.attempt_id,
        (SELECT count(DISTINCT c.domain) FROM contenders c WHERE c.attempt_id = a.attempt_id) AS n_domains,
        w.score AS best_score,
        CASE
+           -- the scheduler says the job ended well (COMPLETED with exit code 0 or none given): no log line overrules it
+           WHEN a.state = 'COMPLETED' AND coalesce(a.exit_code, '0') IN ('0', '0:0') THEN 'not_failed'
            WHEN w.attempt_id IS NULL AND (a.state = 'COMPLETED' OR (a.state IS NULL AND a.exit_code IN ('0', '0:0'))) THEN 'not_failed'
            WHEN a.state = 'COMPLETED' AND w.score < 0.8 THEN 'not_failed'
            WHEN w.attempt_id IS NULL THEN 'unattributed'

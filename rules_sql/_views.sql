@@ -96,3 +96,34 @@ SELECT d.attempt_id, d.node,
        count(*) AS anchors
 FROM deltas d CROSS JOIN params p
 GROUP BY d.attempt_id, d.node, p.skew_tolerance_s;
+
+-- When each node of an attempt was last heard of: its latest own-stamped event or progress marker (an inherited stamp
+-- belongs to another line). The node that went silent first (DESIGN §4.2) is the one whose last sign of life is earlier
+-- than every other node's by more than the tie tolerance, while other nodes' errors name it afterwards (peer_node,
+-- resolved from a host name, IP or GID in their lines): its peers lost it, not it them.
+CREATE OR REPLACE TEMP VIEW node_last_seen AS
+SELECT attempt_id, node, max(ts) AS last_ts
+FROM (
+    SELECT attempt_id, node, ts FROM events
+    WHERE node IS NOT NULL AND ts IS NOT NULL AND ts_quality NOT IN ('inherited', 'none', 'monotonic')
+    UNION ALL
+    SELECT attempt_id, node, last_ts FROM progress_window WHERE node IS NOT NULL AND last_ts IS NOT NULL
+)
+GROUP BY ALL;
+
+CREATE OR REPLACE TEMP VIEW silent_first_node AS
+WITH ordered AS (
+    SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY last_ts, node) AS n FROM node_last_seen
+),
+first_two AS (
+    SELECT attempt_id, min(node) FILTER (WHERE n = 1) AS node, min(last_ts) FILTER (WHERE n = 1) AS last_ts,
+           min(last_ts) FILTER (WHERE n = 2) AS next_ts
+    FROM ordered WHERE n <= 2
+    GROUP BY attempt_id
+)
+SELECT f.attempt_id, f.node, f.last_ts
+FROM first_two f CROSS JOIN params p
+WHERE f.next_ts > f.last_ts + to_microseconds(CAST(p.skew_tolerance_s * 1e6 AS BIGINT))
+  AND EXISTS (SELECT 1 FROM events e
+              WHERE e.attempt_id = f.attempt_id AND e.peer_node = f.node AND e.node IS DISTINCT FROM f.node
+                AND coalesce(e.ts >= f.last_ts, true));

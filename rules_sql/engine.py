@@ -25,6 +25,7 @@ import duckdb
 import polars as pl
 
 from firstfault.config import AttributionSettings
+from firstfault.rules_sql.chains import chains_path, chains_tables
 from firstfault.errors import BadInput
 from firstfault.schema import (
     CONNECTOR_REPORT_SCHEMA,
@@ -186,7 +187,7 @@ def load_rules(extra_dirs: Sequence[Path] = ()) -> list[Rule]:
 def rules_version(rules: Sequence[Rule], pattern_dirs: Sequence[Path] = ()) -> str:
     digest = hashlib.sha256()
     scripts = [builtin_rules_dir() / name for name in (VIEWS_SCRIPT, *RANKING_SCRIPTS)]
-    files = [r.path for r in rules] + scripts + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path()]
+    files = [r.path for r in rules] + scripts + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path(), chains_path()]
     files += [p for d in pattern_dirs for p in sorted(Path(d).glob("*.yaml"))]
     for path in sorted(files, key=lambda p: (p.name, str(p))):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -199,9 +200,19 @@ def register_reference(con: duckdb.DuckDBPyConnection, settings: AttributionSett
         "all_varchar = true)"
     )
     con.execute("CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT * REPLACE (CAST(code AS BIGINT) AS code) FROM xid_catalog")
+    register_chains(con)
     values = asdict(settings)
     cols = ", ".join(f"CAST(? AS DOUBLE) AS {k}" for k in values)
     con.execute(f"CREATE OR REPLACE TEMP TABLE params AS SELECT {cols}, CAST(? AS VARCHAR) AS rules_version", [*values.values(), version])
+
+
+def register_chains(con: duckdb.DuckDBPyConnection, path: Path | None = None) -> None:
+    """The causal chains (`chains.yaml`) as the tables `causal_chains` and `silent_node_classes` the ranking reads."""
+    chains, silent = chains_tables(path)
+    for name, table in (("causal_chains", chains), ("silent_node_classes", silent)):
+        con.register(f"_{name}", table)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM _{name}")
+        con.unregister(f"_{name}")
 
 
 def register_empty_inputs(con: duckdb.DuckDBPyConnection) -> None:

@@ -1,0 +1,117 @@
+"""The causal chains table (`rules_sql/chains.yaml`, docs/DESIGN.md §4.2): cause-to-effect knowledge as data. Each row
+says that a root hit of the effect's class inside the scope and time window of a cause is that cause's symptom (or,
+for `relation: recovered`, a near miss the cause recovered), whatever the effect's own strength. The ranking reads
+the rows as the table `causal_chains`, and the classes whose job-level causes name the node that went silent first
+as `silent_node_classes`."""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import pyarrow as pa
+
+from firstfault import yamlio
+from firstfault.errors import BadInput
+
+CHAINS_FILE = "chains.yaml"
+SCOPES = ("gpu", "node", "rank", "device", "peer_address", "job")
+UNSTAMPED = ("order", "after_stamped", "any")
+RELATIONS = ("symptom", "recovered")
+ROW_KEYS = {"id", "cause", "effect", "scope", "window", "unstamped", "relation", "source", "why", "fixture"}
+SIDE_KEYS = {"class", "kind", "codes", "texts"}
+
+_SIDE = [("domain", pa.string()), ("subdomain", pa.string()), ("kind", pa.string()), ("codes", pa.list_(pa.int64())),
+         ("texts", pa.list_(pa.string()))]
+CHAINS_SCHEMA = pa.schema(
+    [("id", pa.string())]
+    + [(f"cause_{name}", t) for name, t in _SIDE]
+    + [(f"effect_{name}", t) for name, t in _SIDE]
+    + [("scope", pa.string()), ("before_s", pa.float64()), ("after_s", pa.float64()), ("unstamped", pa.string()),
+       ("relation", pa.string()), ("source", pa.string()), ("why", pa.string()), ("fixture", pa.string())]
+)
+SILENT_SCHEMA = pa.schema([("domain", pa.string()), ("subdomain", pa.string())])
+
+
+def chains_path() -> Path:
+    return Path(str(resources.files("firstfault.rules_sql") / CHAINS_FILE))
+
+
+def load_chains(path: Path | None = None) -> tuple[list[dict], list[dict]]:
+    """(chain rows, silent-node classes) of a chains file, checked; BadInput names the row and field."""
+    path = path or chains_path()
+    doc = yamlio.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("chains"), list):
+        raise BadInput(str(path), "chains", "a chains file is a mapping with a `chains` list")
+    rows, seen = [], set()
+    for i, raw in enumerate(doc["chains"]):
+        row = _chain_row(path, i, raw)
+        if row["id"] in seen:
+            raise BadInput(str(path), f"chains[{i}].id", f"duplicate chain id {row['id']!r}")
+        seen.add(row["id"])
+        rows.append(row)
+    silent = []
+    for i, raw in enumerate(doc.get("silent_node_classes") or []):
+        where = f"silent_node_classes[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("class"), str) or not raw.get("source") or not raw.get("why"):
+            raise BadInput(str(path), where, "needs `class` (domain/subdomain), `source` and `why`")
+        domain, subdomain = _class(path, where, raw["class"])
+        silent.append({"domain": domain, "subdomain": subdomain})
+    return rows, silent
+
+
+def chains_tables(path: Path | None = None) -> tuple[pa.Table, pa.Table]:
+    rows, silent = load_chains(path)
+    return pa.Table.from_pylist(rows, CHAINS_SCHEMA), pa.Table.from_pylist(silent, SILENT_SCHEMA)
+
+
+def _chain_row(path: Path, i: int, raw) -> dict:
+    where = f"chains[{i}]"
+    if not isinstance(raw, dict):
+        raise BadInput(str(path), where, "must be a mapping")
+    unknown = set(raw) - ROW_KEYS
+    if unknown:
+        raise BadInput(str(path), f"{where}.{sorted(unknown)[0]}", "unknown key")
+    for key in ("id", "scope", "source", "why", "fixture"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise BadInput(str(path), f"{where}.{key}", "required, a non-empty string")
+    if not raw["source"].startswith("https://"):
+        raise BadInput(str(path), f"{where}.source", "must be an https:// URL (vendor or kernel documentation, a public report)")
+    if raw["scope"] not in SCOPES:
+        raise BadInput(str(path), f"{where}.scope", f"must be one of {', '.join(SCOPES)}")
+    unstamped = raw.get("unstamped", "order")
+    if unstamped not in UNSTAMPED:
+        raise BadInput(str(path), f"{where}.unstamped", f"must be one of {', '.join(UNSTAMPED)}")
+    relation = raw.get("relation", "symptom")
+    if relation not in RELATIONS:
+        raise BadInput(str(path), f"{where}.relation", f"must be one of {', '.join(RELATIONS)}")
+    window = raw.get("window")
+    if (not isinstance(window, list) or len(window) != 2 or not isinstance(window[0], (int, float))
+            or not (window[1] is None or isinstance(window[1], (int, float))) or (window[1] is not None and window[1] < window[0])):
+        raise BadInput(str(path), f"{where}.window", "must be [from_s, to_s]: the effect's time minus the cause's, to_s null = no bound")
+    row = {"id": raw["id"], "scope": raw["scope"], "before_s": float(window[0]),
+           "after_s": None if window[1] is None else float(window[1]), "unstamped": unstamped, "relation": relation,
+           "source": raw["source"], "why": raw["why"].strip(), "fixture": raw["fixture"]}
+    for side in ("cause", "effect"):
+        row.update({f"{side}_{k}": v for k, v in _side(path, f"{where}.{side}", raw.get(side)).items()})
+    return row
+
+
+def _side(path: Path, where: str, spec) -> dict:
+    """A cause or effect: `class` (domain/subdomain, `domain/*` for any subdomain) and/or an event `kind`, optionally
+    narrowed to `codes` (event code) or `texts` (event code_text). A cause without a class is any event of the kind."""
+    if not isinstance(spec, dict) or not (set(spec) <= SIDE_KEYS) or not ({"class", "kind"} & set(spec)):
+        raise BadInput(str(path), where, "a mapping with `class` and/or `kind` (optional `codes`, `texts`)")
+    domain, subdomain = _class(path, f"{where}.class", spec["class"]) if "class" in spec else (None, None)
+    codes, texts = spec.get("codes"), spec.get("texts")
+    if codes is not None and (not isinstance(codes, list) or not all(isinstance(c, int) for c in codes)):
+        raise BadInput(str(path), f"{where}.codes", "must be a list of integers")
+    if texts is not None and (not isinstance(texts, list) or not all(isinstance(t, str) for t in texts)):
+        raise BadInput(str(path), f"{where}.texts", "must be a list of strings")
+    return {"domain": domain, "subdomain": subdomain, "kind": spec.get("kind"), "codes": codes, "texts": texts}
+
+
+def _class(path: Path, where: str, value) -> tuple[str, str | None]:
+    domain, _, subdomain = str(value).partition("/")
+    if not domain or not subdomain:
+        raise BadInput(str(path), where, "must be domain/subdomain (domain/* for any subdomain)")
+    return domain, None if subdomain == "*" else subdomain
