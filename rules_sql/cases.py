@@ -108,11 +108,7 @@ def run_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[
 def attribute_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> dict[str, tuple[dict, list[dict], list[dict]]]:
     """Land and attribute the cases in one run; case id -> (its verdict row, its rule hits, its evidence rows)."""
     with tempfile.TemporaryDirectory(prefix="firstfault-rules-") as tmp:
-        root = Path(tmp)
-        config = Config(lake=LakeSettings(str(root / "lake")), warehouse=WarehouseSettings(str(root / "unused.duckdb")),
-                        rules=RuleSettings(tuple(map(str, rule_dirs))), patterns=PatternSettings(tuple(map(str, pattern_dirs))))
-        contexts = {case.id: _materialize(case, root / f"case{i}") for i, case in enumerate(cases)}
-        land(list(contexts.values()), config)
+        config, contexts = land_cases(cases, Path(tmp), rule_dirs, pattern_dirs)
         history = [_history_row(case, contexts[case.id], i, h) for case in cases for i, h in enumerate(case.history)]
         result = attribute(list(contexts.values()), config, history=history)
     verdicts = {row["attempt_id"]: row for row in result.tables["attributions"].to_pylist()}
@@ -120,6 +116,15 @@ def attribute_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs:
     evidence = _group(result.tables["attribution_evidence"], "attempt_id")
     return {case.id: (verdicts[contexts[case.id].attempt_id], hits.get(contexts[case.id].attempt_id, []),
                       evidence.get(contexts[case.id].attempt_id, [])) for case in cases}
+
+
+def land_cases(cases: list[Case], root: Path, rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> tuple[Config, dict]:
+    """Write the cases as attempts under `root` and land them in a lake there: (the config, case id -> its context)."""
+    config = Config(lake=LakeSettings(str(root / "lake")), warehouse=WarehouseSettings(str(root / "unused.duckdb")),
+                    rules=RuleSettings(tuple(map(str, rule_dirs))), patterns=PatternSettings(tuple(map(str, pattern_dirs))))
+    contexts = {case.id: _materialize(case, root / f"case{i}") for i, case in enumerate(cases)}
+    land(list(contexts.values()), config)
+    return config, contexts
 
 
 def _materialize(case: Case, folder: Path):

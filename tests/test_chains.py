@@ -1,0 +1,117 @@
+"""The causal chains (rules_sql/chains.yaml, docs/DESIGN.md §4.2): every row has a source and a fixture in
+rules_sql/_chains.yaml whose verdict changes when the row is removed; the chains form no cycle; a malformed row is
+one BadInput naming its field.
+
+The fixtures are landed once; each removal re-runs only the rule pass of its fixture's attempt with a chains file
+that lacks the row (about 0.2 s each)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from firstfault.errors import BadInput
+from firstfault.rules_sql import chains as chains_module
+from firstfault.rules_sql.cases import land_cases, load_cases
+from firstfault.rules_sql.chains import chains_path, load_chains
+from firstfault.rules_sql.engine import builtin_rules_dir
+from firstfault.run import attribute, load_rule_set
+
+ROWS, _ = load_chains()
+CASES = {c.name: c for c in load_cases([builtin_rules_dir()]) if c.rule == "_chains"}
+VERDICT = ("verdict", "domain", "subdomain", "culprit_nodes")
+MIN_CHAINS = 25
+
+
+@pytest.fixture(scope="module")
+def landed(tmp_path_factory):
+    """The fixtures landed once, and their verdicts with every chain (one rule pass)."""
+    root = tmp_path_factory.mktemp("chains")
+    wanted = sorted({row["fixture"] for row in ROWS})
+    config, contexts = land_cases([CASES[name] for name in wanted], root)
+    contexts = {name: contexts[CASES[name].id] for name in wanted}
+    rules = load_rule_set(config)
+    rows = attribute(list(contexts.values()), config, rules).tables["attributions"].to_pylist()
+    by_id = {row["attempt_id"]: tuple(row[k] for k in VERDICT) for row in rows}
+    return config, contexts, rules, {name: by_id[ctx.attempt_id] for name, ctx in contexts.items()}
+
+
+def _verdict(landed, name: str) -> tuple:
+    config, contexts, rules, _ = landed
+    row = attribute([contexts[name]], config, rules).tables["attributions"].to_pylist()[0]
+    return tuple(row[k] for k in VERDICT)
+
+
+def test_there_are_enough_chains_each_with_a_source_and_a_fixture():
+    assert len(ROWS) >= MIN_CHAINS
+    for row in ROWS:
+        assert row["source"].startswith("https://") and row["why"], row["id"]
+        assert row["fixture"] in CASES, f"{row['id']}: no case {row['fixture']!r} in rules_sql/_chains.yaml"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
+def test_removing_a_chain_changes_its_fixtures_verdict(row, landed, tmp_path, monkeypatch):
+    case = CASES[row["fixture"]]
+    with_row = landed[3][row["fixture"]]
+    assert with_row == tuple(case.expect.get(k, v) for k, v in zip(VERDICT, with_row)), "the fixture passes with the row"
+    doc = yaml.safe_load(chains_path().read_text(encoding="utf-8"))
+    doc["chains"] = [c for c in doc["chains"] if c["id"] != row["id"]]
+    without = tmp_path / "chains.yaml"
+    without.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    monkeypatch.setattr(chains_module, "chains_path", lambda: without)
+    assert _verdict(landed, row["fixture"]) != with_row, f"{row['id']} decides nothing in {row['fixture']}"
+
+
+def _side_overlaps(effect: dict, cause: dict) -> bool:
+    """Whether some hit could be of both an effect's class and a cause's class."""
+    for key in ("domain", "subdomain", "kind"):
+        a, b = effect[key], cause[key]
+        if a is not None and b is not None and a != b:
+            return False
+    return True
+
+
+def test_the_chains_form_no_cycle():
+    """An effect demoted by one row may be the cause of another (a class-based cause is a root hit); a cause given by
+    event kind alone is any event, whatever its role, so nothing leads into it."""
+    sides = lambda r, s: {k: r[f"{s}_{k}"] for k in ("domain", "subdomain", "kind")}
+    edges = {r["id"]: [o["id"] for o in ROWS if o["cause_domain"] is not None
+                       and _side_overlaps(sides(r, "effect"), sides(o, "cause"))] for r in ROWS}
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        if state.get(node) == 1:
+            raise AssertionError("cycle: " + " -> ".join(path + [node]))
+        if state.get(node) == 2:
+            return
+        state[node] = 1
+        for nxt in edges[node]:
+            visit(nxt, path + [node])
+        state[node] = 2
+
+    for r in ROWS:
+        visit(r["id"], [])
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda r: r.pop("source"), "chains[0].source"),
+    (lambda r: r.update(source="see the docs"), "chains[0].source"),
+    (lambda r: r.update(scope="rack"), "chains[0].scope"),
+    (lambda r: r.update(window=[60, -60]), "chains[0].window"),
+    (lambda r: r.update(cause={"codes": [79]}), "chains[0].cause"),
+    (lambda r: r.update(effect={"class": "hardware"}), "chains[0].effect.class"),
+    (lambda r: r.update(colour="red"), "chains[0].colour"),
+])
+def test_a_malformed_row_is_one_bad_input_naming_its_field(mutate, field, tmp_path):
+    doc = yaml.safe_load(chains_path().read_text(encoding="utf-8"))
+    mutate(doc["chains"][0])
+    path = tmp_path / "chains.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(BadInput) as e:
+        load_chains(path)
+    assert field in str(e.value)
+
+
+def test_the_chains_file_is_no_fixture_file():
+    assert all(c.path.name != Path(chains_path()).name for c in load_cases([builtin_rules_dir()]))
