@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from firstfault import yamlio
 from firstfault.errors import BadInput
+from firstfault.schema import CAUSAL_CHAINS_SCHEMA, SILENT_NODE_CLASSES_SCHEMA
 
 CHAINS_FILE = "chains.yaml"
 SCOPES = ("gpu", "node", "rank", "device", "peer_address", "job")
@@ -19,17 +20,6 @@ UNSTAMPED = ("order", "after_stamped", "any")
 RELATIONS = ("symptom", "recovered")
 ROW_KEYS = {"id", "cause", "effect", "scope", "window", "unstamped", "relation", "source", "why", "fixture"}
 SIDE_KEYS = {"class", "kind", "codes", "texts"}
-
-_SIDE = [("domain", pa.string()), ("subdomain", pa.string()), ("kind", pa.string()), ("codes", pa.list_(pa.int64())),
-         ("texts", pa.list_(pa.string()))]
-CHAINS_SCHEMA = pa.schema(
-    [("id", pa.string())]
-    + [(f"cause_{name}", t) for name, t in _SIDE]
-    + [(f"effect_{name}", t) for name, t in _SIDE]
-    + [("scope", pa.string()), ("before_s", pa.float64()), ("after_s", pa.float64()), ("unstamped", pa.string()),
-       ("relation", pa.string()), ("source", pa.string()), ("why", pa.string()), ("fixture", pa.string())]
-)
-SILENT_SCHEMA = pa.schema([("domain", pa.string()), ("subdomain", pa.string())])
 
 
 def chains_path() -> Path:
@@ -61,7 +51,7 @@ def load_chains(path: Path | None = None) -> tuple[list[dict], list[dict]]:
 
 def chains_tables(path: Path | None = None) -> tuple[pa.Table, pa.Table]:
     rows, silent = load_chains(path)
-    return pa.Table.from_pylist(rows, CHAINS_SCHEMA), pa.Table.from_pylist(silent, SILENT_SCHEMA)
+    return pa.Table.from_pylist(rows, CAUSAL_CHAINS_SCHEMA), pa.Table.from_pylist(silent, SILENT_NODE_CLASSES_SCHEMA)
 
 
 def _chain_row(path: Path, i: int, raw) -> dict:
