@@ -65,7 +65,7 @@ graded AS (
                 WHEN 'ambiguous' THEN printf('%d causes score within the ambiguity margin of %.2f', candidates, best_score)
                 WHEN 'unattributed' THEN 'no event that can start a failure was found in the attempt window'
                 ELSE CASE WHEN best_score IS NULL THEN 'the scheduler reports success and no failure evidence was found'
-                          ELSE 'the scheduler reports success; weak failure evidence was ignored' END
+                          ELSE printf('the scheduler reports success; the failure evidence found (best score %.2f) did not end the job', best_score) END
             END,
             CASE WHEN verdict = 'attributed' THEN
                 CASE WHEN best_strength >= 0.9 THEN 'strong root class: the root is a fatal hardware record'
