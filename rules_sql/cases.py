@@ -22,7 +22,7 @@ from firstfault.config import (
     WarehouseSettings,
 )
 from firstfault.errors import BadInput
-from firstfault.rules_sql.chains import CHAINS_FILE
+from firstfault.rules_sql.chains import chains_path
 from firstfault.run import attribute, land
 
 DEFAULT_CONTEXT = {
@@ -53,7 +53,7 @@ def load_cases(folders: list[Path]) -> list[Case]:
     cases = []
     for folder in folders:
         for path in sorted(Path(folder).glob("*.yaml")):
-            if path.name == CHAINS_FILE:  # the causal chains table beside the rules, not a fixture file
+            if path.resolve() == chains_path().resolve():  # the causal chains table beside the rules, not a fixture file
                 continue
             try:
                 doc = yamlio.safe_load(path.read_text(encoding="utf-8")) or {}
