@@ -49,8 +49,8 @@ def load_chains(path: Path | None = None) -> tuple[list[dict], list[dict]]:
     return rows, silent
 
 
-def chains_tables(path: Path | None = None) -> tuple[pa.Table, pa.Table]:
-    rows, silent = load_chains(path)
+def chains_tables() -> tuple[pa.Table, pa.Table]:
+    rows, silent = load_chains()
     return pa.Table.from_pylist(rows, CAUSAL_CHAINS_SCHEMA), pa.Table.from_pylist(silent, SILENT_NODE_CLASSES_SCHEMA)
 
 

@@ -25,8 +25,8 @@ import duckdb
 import polars as pl
 
 from firstfault.config import AttributionSettings
-from firstfault.rules_sql.chains import chains_path, chains_tables
 from firstfault.errors import BadInput
+from firstfault.rules_sql.chains import chains_path, chains_tables
 from firstfault.schema import (
     CONNECTOR_REPORT_SCHEMA,
     CONTEXT_SCHEMA,
@@ -206,9 +206,9 @@ def register_reference(con: duckdb.DuckDBPyConnection, settings: AttributionSett
     con.execute(f"CREATE OR REPLACE TEMP TABLE params AS SELECT {cols}, CAST(? AS VARCHAR) AS rules_version", [*values.values(), version])
 
 
-def register_chains(con: duckdb.DuckDBPyConnection, path: Path | None = None) -> None:
+def register_chains(con: duckdb.DuckDBPyConnection) -> None:
     """The causal chains (`chains.yaml`) as the tables `causal_chains` and `silent_node_classes` the ranking reads."""
-    chains, silent = chains_tables(path)
+    chains, silent = chains_tables()
     for name, table in (("causal_chains", chains), ("silent_node_classes", silent)):
         con.register(f"_{name}", table)
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM _{name}")
