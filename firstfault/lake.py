@@ -1,8 +1,13 @@
-"""The Parquet lake: one fsspec root, hive partitions day=/attempt= per table (docs/DESIGN.md §2)."""
+"""The Parquet lake: one fsspec root, hive partitions day=/attempt= per table, each partition's files in
+generations that a completion marker makes readable (docs/DESIGN.md §2)."""
 from __future__ import annotations
 
 import posixpath
+import re
+import secrets
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from functools import cached_property
 
 import fsspec
 import pyarrow as pa
@@ -10,6 +15,36 @@ import pyarrow.parquet as pq
 
 
 STAGED = "staged"  # the folder of connectors/base.py Staging: remote logs fetched for an attempt
+# the tables landing writes for every attempt (docs/tables.md)
+TABLES = ("logs", "events", "progress", "metrics", "context", "connector_reports", "flight_recorder")
+# folders of the root that hold no attempt partitions
+_NOT_TABLES = {STAGED, "results", "contexts"}
+_MARKER = "_complete-"
+_GENERATION_FILE = re.compile(r"part-(g\d{8}T\d{12}[0-9a-f]{6})-")
+
+
+def new_generation() -> str:
+    """A landing's generation: its UTC start (so newer sorts after older) and a random tail (runs of the same
+    microsecond), e.g. g20261129T011002123456a1b2c3."""
+    return f"g{datetime.now(timezone.utc):%Y%m%dT%H%M%S%f}{secrets.token_hex(3)}"
+
+
+def _generation(name: str) -> str | None:
+    """The generation a file of a partition belongs to: its marker's or its name's; "" for the Parquet files of an
+    older version (no generation in the name, no marker: complete as they are); None for anything else."""
+    if name.startswith(_MARKER):
+        return name[len(_MARKER):]
+    if m := _GENERATION_FILE.match(name):
+        return m.group(1)
+    return "" if name.endswith(".parquet") else None
+
+
+def readable_generation(names: Sequence[str]) -> str | None:
+    """Of a partition's file names, the newest complete generation (None: nothing readable). A generation without
+    its marker is a landing that failed or was killed: ignored."""
+    complete = {n[len(_MARKER):] for n in names if n.startswith(_MARKER)}
+    complete |= {""} if any(_generation(n) == "" for n in names) else set()
+    return max(complete, default=None)
 
 
 class Lake:
@@ -31,42 +66,87 @@ class Lake:
     def partition_url(self, table: str, day: str, key: str) -> str:
         return self.fs.unstrip_protocol(self.partition_path(table, day, key))
 
-    def write(self, table: str, day: str, key: str, batches: Iterable[pa.RecordBatch] | pa.Table, schema: pa.Schema) -> int:
-        """Replace one attempt's partition of `table` with `batches` (streamed); return the row count."""
+    def write(self, table: str, day: str, key: str, batches: Iterable[pa.RecordBatch] | pa.Table, schema: pa.Schema,
+              generation: str | None = None) -> int:
+        """Write one attempt's partition of `table` from `batches` (streamed) as files of `generation`; return the row
+        count. Without a generation the partition is replaced on its own: a new generation, committed at once."""
         if isinstance(batches, pa.Table):
             schema, batches = batches.schema, batches.to_batches(max_chunksize=_ROWS_PER_GROUP)
-        with self.partition_writer(table, day, key, schema) as writer:
+        alone = generation is None
+        generation = generation or new_generation()
+        with self.partition_writer(table, day, key, schema, generation) as writer:
             for batch in batches:
                 writer.write(batch)
+        if alone:
+            self.commit(day, key, generation, tables=(table,))
         return writer.rows
 
-    def partition_writer(self, table: str, day: str, key: str, schema: pa.Schema, name: str = "part") -> "PartitionWriter":
-        """A writer that replaces one attempt's partition of `table`: the old files go now, `write` appends
-        batches, `close` finishes (idempotent). Files are written directly (pyarrow's write_dataset costs ~80 ms of
-        set-up per call, more than most partitions take); a partition with no rows still gets one empty file, so
-        readers see its schema. A writer with another `name` adds its files to the partition instead (the parts of a
-        big file landed by other processes)."""
+    def partition_writer(self, table: str, day: str, key: str, schema: pa.Schema, generation: str,
+                         piece: str | None = None) -> "PartitionWriter":
+        """A writer of one attempt's partition of `table` in `generation`: `write` appends batches, `close`
+        finishes (idempotent). Readers see the files once the generation is committed (`commit`). Files are written
+        directly (pyarrow's write_dataset costs ~80 ms of set-up per call, more than most partitions take); a
+        partition with no rows still gets one empty file, so readers see its schema. A `piece` names files of their
+        own in the same generation (the parts of a big file landed by other processes)."""
         path = self.partition_path(table, day, key)
-        if name == "part" and self.fs.exists(path):
-            # delete first: a re-land with fewer files must not leave the old ones behind
-            self.fs.rm(path, recursive=True)
         self.fs.makedirs(path, exist_ok=True)
-        return PartitionWriter(self.fs, path, schema, name)
+        return PartitionWriter(self.fs, path, schema, "-".join(("part", generation, *([piece] if piece else []))))
 
-    def remove_attempt(self, day: str, key: str) -> None:
-        """Every partition of one attempt, in every table folder (also of tables an older version wrote); the files
-        connectors staged for it are not a table and stay."""
-        for folder in self.fs.glob(posixpath.join(self._root_path, "*", f"day={day}", f"attempt_key={key}")):
-            if folder.split("/")[-3] != STAGED:
-                self.fs.rm(folder, recursive=True)
+    @cached_property
+    def table_folders(self) -> tuple[str, ...]:
+        """The table folders of the root (also of tables an older version wrote), listed once per Lake: an attempt's
+        partitions are then looked up directly, never by a glob over the lake (fsspec would list every partition)."""
+        try:
+            listed = {posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self._root_path, detail=False)}
+        except FileNotFoundError:
+            listed = set()
+        return tuple(sorted((listed | set(TABLES)) - _NOT_TABLES))
+
+    def commit(self, day: str, key: str, generation: str, tables: Sequence[str] | None = None) -> None:
+        """Make `generation` the attempt's readable one: a completion marker in each partition it wrote (after all
+        of its files, so a killed run never commits half a partition), then the older generations' files go. With
+        `tables` None the generation is the whole attempt: partitions of other tables (an older version's) go too.
+        A newer generation (a run landing the attempt at the same time) is left alone."""
+        listings = {table: self._partition_names(table, day, key) for table in (self.table_folders if tables is None else tables)}
+        written = [table for table, names in listings.items() if any(_generation(n) == generation for n in names)]
+        for table in written:
+            self.fs.pipe_file(posixpath.join(self.partition_path(table, day, key), _MARKER + generation), b"")
+        stale, folders = [], []
+        for table, names in listings.items():
+            older = [n for n in names if (g := _generation(n)) is not None and g < generation]
+            if table not in written and names and len(older) == len(names):
+                folders.append(self.partition_path(table, day, key))
+            else:
+                stale.extend(posixpath.join(self.partition_path(table, day, key), n) for n in older)
+        if stale:
+            self.fs.rm(stale)
+        for folder in folders:
+            self.fs.rm(folder, recursive=True)
+
+    def discard(self, day: str, key: str, generation: str, tables: Sequence[str] | None = None) -> None:
+        """Remove what `generation` wrote of the attempt before it was committed (a failed landing); the readable
+        generation stays."""
+        files = [posixpath.join(self.partition_path(table, day, key), n) for table in (self.table_folders if tables is None else tables)
+                 for n in self._partition_names(table, day, key) if _generation(n) == generation]
+        if files:
+            self.fs.rm(files)
+
+    def _partition_names(self, table: str, day: str, key: str) -> list[str]:
+        """The file names in one partition folder (none when it does not exist), listed afresh: an object store's
+        listing cache may predate this run's writes."""
+        try:
+            return [posixpath.basename(p) for p in self.fs.ls(self.partition_path(table, day, key), detail=False, refresh=True)]
+        except FileNotFoundError:
+            return []
 
     def files(self, table: str, day: str, key: str) -> list[str]:
         return self.partition_files(table, [(day, key)])
 
     def partition_files(self, table: str, partitions: Sequence[tuple[str, str]]) -> list[str]:
-        """The Parquet files (URLs) of these (day, attempt key) partitions of `table`, partition by partition in the
-        given order. One listing per day, or per partition when it is its day's only one: a glob per partition
-        compiles a pattern and lists a folder, which cost seconds per night over a fleet's attempts."""
+        """The Parquet files (URLs) of the readable generation of these (day, attempt key) partitions of `table`,
+        partition by partition in the given order. One listing per day, or per partition when it is its day's only
+        one: a glob per partition compiles a pattern and lists a folder, which cost seconds per night over a
+        fleet's attempts."""
         keys_by_day: dict[str, set[str]] = {}
         for day, key in partitions:
             keys_by_day.setdefault(day, set()).add(key)
@@ -77,9 +157,22 @@ class Lake:
             for path in self.fs.find(folder):
                 partition, name = posixpath.split(path)
                 key = posixpath.basename(partition).removeprefix("attempt_key=")
-                if name.endswith(".parquet") and key in keys and partition == self.partition_path(table, day, key):
-                    found.setdefault((day, key), []).append(self.fs.unstrip_protocol(path))
-        return [url for partition in dict.fromkeys(partitions) for url in sorted(found.get(partition, []))]
+                if key in keys and partition == self.partition_path(table, day, key):
+                    found.setdefault((day, key), []).append(path)
+        return [url for partition in dict.fromkeys(partitions) for url in self._readable(found.get(partition, []))]
+
+    def table_files(self, table: str) -> list[str]:
+        """The Parquet files (URLs) of the readable generation of every partition of `table`, in path order."""
+        by_partition: dict[str, list[str]] = {}
+        for path in self.fs.find(self.path(table)):
+            by_partition.setdefault(posixpath.dirname(path), []).append(path)
+        return [url for folder in sorted(by_partition) for url in self._readable(by_partition[folder])]
+
+    def _readable(self, paths: list[str]) -> list[str]:
+        """Of one partition's files: the Parquet files (URLs, sorted) of its newest complete generation."""
+        generation = readable_generation([posixpath.basename(p) for p in paths])
+        return sorted(self.fs.unstrip_protocol(p) for p in paths
+                      if p.endswith(".parquet") and _generation(posixpath.basename(p)) == generation)
 
     def read(self, table: str, day: str, key: str) -> pa.Table | None:
         files = self.files(table, day, key)
@@ -87,9 +180,6 @@ class Lake:
             return None
         # through pyarrow.parquet: pyarrow.dataset (~30 ms of start-up) is then imported only by a read
         return pq.read_table([self.fs._strip_protocol(f) for f in files], filesystem=self.fs, partitioning=None)
-
-    def glob_url(self, table: str) -> str:
-        return self.fs.unstrip_protocol(posixpath.join(self._root_path, table)) + "/*/*/*.parquet"
 
 
 # Free text and per-row ids never repeat: dictionary-encoding them only costs time, and their min/max statistics
@@ -111,7 +201,7 @@ _ROWS_PER_FILE = 4_000_000
 class PartitionWriter:
     """<name>-0.parquet, <name>-1.parquet, ... of one partition, a new file every _ROWS_PER_FILE rows."""
 
-    def __init__(self, fs, folder: str, schema: pa.Schema, name: str = "part"):
+    def __init__(self, fs, folder: str, schema: pa.Schema, name: str):
         self.fs, self.folder, self.schema, self.name = fs, folder, schema, name
         self.files = 0
         self.file_rows = 0

@@ -37,7 +37,7 @@ from firstfault.connectors.local_files import (
 from firstfault.connectors.metrics_csv import read_metrics
 from firstfault.connectors.static_context import AttemptContext, context_from_dict
 from firstfault import stages
-from firstfault.lake import Lake
+from firstfault.lake import Lake, new_generation
 from firstfault.stages import stage
 from firstfault.workers import process_pool
 from firstfault.schema import (
@@ -103,6 +103,7 @@ def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], setti
 class _LogsLanded:
     """One attempt between its two landing phases: logs written, candidate lines kept for extraction."""
     ctx: AttemptContext
+    generation: str  # of the lake files this landing writes (firstfault/lake.py)
     result: LandingResult
     files: list[LogFile]
     candidates: SpillingFrames
@@ -123,20 +124,24 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
     """Land several attempts: the logs of all of them in one pass (a normalisation plan costs ~40 ms to run
     whatever its size, so units of lines span attempts), then the events of all of them in one extraction, then
     the rest of each attempt. With `part_workers` > 1, big application logs are cut into parts landed by that many
-    processes (`[landing] part_bytes`). An attempt that fails is handed to `on_error` and left out of the results;
-    without `on_error` the error propagates."""
+    processes (`[landing] part_bytes`). Each attempt's files are written as a new generation that becomes readable,
+    and replaces the earlier one, only once all of them are written (`Lake.commit`). An attempt that fails is
+    handed to `on_error` and left out of the results, its earlier landing still readable; without `on_error` the
+    error propagates."""
+    generation = new_generation()
+
     def isolate(ctx: AttemptContext, step: Callable[[], Any]) -> Any:
         try:
             return step()
         except Exception as e:  # noqa: BLE001 - one attempt's corrupt input never sinks the others
-            lake.remove_attempt(ctx.day, ctx.attempt_key)  # no partial partitions of a failed attempt stay
+            lake.discard(ctx.day, ctx.attempt_key, generation)  # what the failed landing wrote; the earlier one stays
             if on_error is None:
                 raise
             on_error(ctx, e)
             return None
 
     scan = _Scan.of(patterns)
-    resolved = [x for ctx in ctxs if (x := isolate(ctx, lambda: _resolve(ctx, lake, sources))) is not None]
+    resolved = [x for ctx in ctxs if (x := isolate(ctx, lambda: _resolve(ctx, generation, lake, sources))) is not None]
     landed = _land_logs_together(resolved, lake, scan, settings, isolate, part_workers)
     results = []
     for group in _extraction_groups(landed):
@@ -163,15 +168,14 @@ def _extraction_groups(landed: list[_LogsLanded]) -> Iterator[list[_LogsLanded]]
         yield group
 
 
-def _resolve(ctx: AttemptContext, lake: Lake, sources) -> _LogsLanded:
+def _resolve(ctx: AttemptContext, generation: str, lake: Lake, sources) -> _LogsLanded:
     """Stage the attempt's remote sources and find its log files; report what is missing."""
     result = LandingResult(ctx.attempt_id)
-    lake.remove_attempt(ctx.day, ctx.attempt_key)  # a re-land leaves nothing of the previous one behind
     ctx = _stage_sources(ctx, lake, sources, result)
     files, missing = resolve_logs(ctx)
     for m in missing:
         result.reports.append(_report(ctx, "local_files", m.source, m.pattern, "missing", 0, m.reason))
-    return _LogsLanded(ctx, result, files, SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY))
+    return _LogsLanded(ctx, generation, result, files, SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY))
 
 
 @dataclass(frozen=True)
@@ -208,8 +212,14 @@ def _land_logs_together(items: list[_LogsLanded], lake: Lake, scan: _Scan, setti
             _land_logs(items, lake, scan, settings, part_workers)
             return items
         except Exception:  # noqa: BLE001 - find the attempt that breaks it below
-            pass
+            for item in items:  # the joint pass may have written some files of each
+                _discard_logs(item, lake)
     return [item for item in items if isolate(item.ctx, lambda: _land_logs([item], lake, scan, settings, part_workers) or True)]
+
+
+def _discard_logs(item: _LogsLanded, lake: Lake) -> None:
+    """The `logs` files this landing wrote of the attempt, before it lands them again."""
+    lake.discard(item.ctx.day, item.ctx.attempt_key, item.generation, tables=("logs",))
 
 
 @dataclass
@@ -237,15 +247,13 @@ def _land_logs(items: list[_LogsLanded], lake: Lake, scan: _Scan, settings: Land
 
     def writer(position: int):
         if position not in writers:
-            ctx = items[position].ctx
-            writers[position] = lake.partition_writer("logs", ctx.day, ctx.attempt_key, LOGS_SCHEMA)
+            item = items[position]
+            writers[position] = lake.partition_writer("logs", item.ctx.day, item.ctx.attempt_key, LOGS_SCHEMA, item.generation)
         return writers[position]
 
-    for g in parts:
-        writer(files[g][0])  # the partition is replaced before other processes add the parts' files to it
     with process_pool(max(part_workers - 1, 1)) if parts else nullcontext() as pool:
-        pending = [(g, pool.submit(_land_part, items[position].ctx, index, replace(log_file, part=part), scan, settings, lake,
-                                   f"part-{index}-{k}"))
+        pending = [(g, pool.submit(_land_part, items[position].ctx, items[position].generation, index, replace(log_file, part=part),
+                                   scan, settings, lake, f"{index}-{k}"))
                    for g, (position, index, log_file) in enumerate(files) if g in parts for k, part in enumerate(parts[g][1:], 1)]
         try:
             landed = _land_files(items, files, scan, settings, writer)
@@ -253,8 +261,10 @@ def _land_logs(items: list[_LogsLanded], lake: Lake, scan: _Scan, settings: Land
             for w in writers.values():
                 w.close()
         part_results = [(g, future.result()) for g, future in pending]
-    if not all(r.clock_free for _, r in part_results):
-        return _land_logs(items, lake, scan, settings)  # the parts' clocks depend on each other: land the files whole
+    if not all(r.clock_free for _, r in part_results):  # the parts' clocks depend on each other: land the files whole
+        for item in items:
+            _discard_logs(item, lake)
+        return _land_logs(items, lake, scan, settings)
     for g, part in part_results:
         _add_part(landed, files[g][0], files[g][2].uri, part)
     for position, item in enumerate(items):
@@ -278,14 +288,14 @@ def _file_parts(files: list[tuple[int, int, LogFile]], settings: LandingSettings
     return parts
 
 
-def _land_part(ctx: AttemptContext, index: int, log_file: LogFile, scan: _Scan, settings: LandingSettings, lake: Lake,
-               name: str) -> _FilesLanded:
+def _land_part(ctx: AttemptContext, generation: str, index: int, log_file: LogFile, scan: _Scan, settings: LandingSettings,
+               lake: Lake, piece: str) -> _FilesLanded:
     """One part of a big file, in a process of its own: its clock starts where the lines before it end, its `logs`
-    rows go to files `name`-<i> of the attempt's partition; its candidate lines come back as frames."""
+    rows go to files of their own (`piece`) in the attempt's partition; its candidate lines come back as frames."""
     last_ts, clock_free = _clock_before(ctx, index, log_file, scan, settings)
     log_file = replace(log_file, part=replace(log_file.part, last_ts=last_ts))
-    item = _LogsLanded(ctx, LandingResult(ctx.attempt_id), [log_file], SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY))
-    writer = lake.partition_writer("logs", ctx.day, ctx.attempt_key, LOGS_SCHEMA, name)
+    item = _LogsLanded(ctx, generation, LandingResult(ctx.attempt_id), [log_file], SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY))
+    writer = lake.partition_writer("logs", ctx.day, ctx.attempt_key, LOGS_SCHEMA, generation, piece)
     try:
         landed = _land_files([item], [(0, index, log_file)], scan, settings, lambda _: writer)
     finally:
@@ -402,15 +412,16 @@ def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
     metrics = _land_metrics(ctx, result)
     events = _events(item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
-    schema = EVENTS_ARROW_SCHEMA
+    schema, day, key, generation = EVENTS_ARROW_SCHEMA, ctx.day, ctx.attempt_key, item.generation
     with stage("parquet"):
-        result.event_rows = lake.write("events", ctx.day, ctx.attempt_key, _event_batches(events, fr_events, schema), schema)
-        lake.write("progress", ctx.day, ctx.attempt_key, item.progress.table().to_arrow().cast(PROGRESS_SCHEMA), PROGRESS_SCHEMA)
-        lake.write("flight_recorder", ctx.day, ctx.attempt_key, fr_entries, fr_entries.schema)
-        result.metric_rows = lake.write("metrics", ctx.day, ctx.attempt_key, metrics, metrics.schema)
-        lake.write("context", ctx.day, ctx.attempt_key, context_table(ctx, logged_gpu_model=item.gpu_model), CONTEXT_SCHEMA)
-        lake.write("connector_reports", ctx.day, ctx.attempt_key, pa.Table.from_pylist(result.reports, CONNECTOR_REPORT_SCHEMA),
-                   CONNECTOR_REPORT_SCHEMA)
+        result.event_rows = lake.write("events", day, key, _event_batches(events, fr_events, schema), schema, generation)
+        lake.write("progress", day, key, item.progress.table().to_arrow().cast(PROGRESS_SCHEMA), PROGRESS_SCHEMA, generation)
+        lake.write("flight_recorder", day, key, fr_entries, fr_entries.schema, generation)
+        result.metric_rows = lake.write("metrics", day, key, metrics, metrics.schema, generation)
+        lake.write("context", day, key, context_table(ctx, logged_gpu_model=item.gpu_model), CONTEXT_SCHEMA, generation)
+        lake.write("connector_reports", day, key, pa.Table.from_pylist(result.reports, CONNECTOR_REPORT_SCHEMA),
+                   CONNECTOR_REPORT_SCHEMA, generation)
+        lake.commit(day, key, generation)  # readable now, and the earlier landing's files go
     return True
 
 

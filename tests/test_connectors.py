@@ -180,24 +180,30 @@ def test_a_device_named_as_a_log_is_reported_not_read(tmp_path):
     assert report["status"] == "missing" and report["reason"].startswith("not a regular file")
 
 
-def test_a_failed_attempt_leaves_no_partitions_and_a_reland_removes_old_ones(tmp_path, monkeypatch):
+def test_a_failed_landing_keeps_the_earlier_one_and_a_reland_removes_old_tables(tmp_path, monkeypatch):
     (tmp_path / "node-01.log").write_text("Nov 29 01:10:02 node-01 kernel: hello\n")
     ctx = make_ctx(tmp_path, logs=[{"source": "syslog", "path": "{node}.log"}])
     lake = Lake(str(tmp_path / "lake"))
     old = tmp_path / "lake" / "inputs" / f"day={ctx.day}" / f"attempt_key={ctx.attempt_key}"  # an older version's table
     old.mkdir(parents=True)
     (old / "part-0.parquet").write_bytes(b"old")
-    land_attempt(ctx, lake, load_patterns(), LandingSettings())
+    land_attempt(ctx, Lake(str(tmp_path / "lake")), load_patterns(), LandingSettings())
     assert not old.exists() and lake.files("logs", ctx.day, ctx.attempt_key)
+    tables = ("logs", "events", "progress", "metrics", "context", "connector_reports", "flight_recorder")
+    before = {t: lake.read(t, ctx.day, ctx.attempt_key) for t in tables}
+    files = sorted(p.relative_to(tmp_path) for p in (tmp_path / "lake").rglob("*") if p.is_file())
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
+    (tmp_path / "node-01.log").write_text("Nov 29 01:10:02 node-01 kernel: changed\n")
     monkeypatch.setattr(landing, "context_table", broken)  # fails after logs and events were written
     failures = []
     assert landing.land_attempts([ctx], lake, load_patterns(), LandingSettings(), on_error=lambda c, e: failures.append(e)) == []
     assert len(failures) == 1
-    assert not list((tmp_path / "lake").glob(f"*/day={ctx.day}/attempt_key={ctx.attempt_key}"))
+    # the earlier landing is still what every reader gets, and nothing of the failed one stays
+    assert {t: lake.read(t, ctx.day, ctx.attempt_key) for t in tables} == before
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "lake").rglob("*") if p.is_file()) == files
 
 
 def test_partition_files_lists_each_day_once_and_keeps_the_requested_order(tmp_path):

@@ -96,7 +96,7 @@ def test_attempts_extracted_in_groups_match_those_extracted_together(tmp_path, m
     land_attempts(ctxs, one_group, load_patterns())
     monkeypatch.setattr(landing, "_EXTRACT_GROUP_BYTES", 1)
     assert [len(g) for g in landing._extraction_groups(
-        [landing._LogsLanded(c, landing.LandingResult(c.attempt_id), [], _candidates(100)) for c in ctxs])] == [1, 1]
+        [landing._LogsLanded(c, "g", landing.LandingResult(c.attempt_id), [], _candidates(100)) for c in ctxs])] == [1, 1]
     land_attempts(ctxs, groups, load_patterns())
     for ctx in ctxs:
         for table in ("events", "progress", "connector_reports"):

@@ -6,19 +6,17 @@ them write inside the lake); a timer interrupts a query that runs past its time 
 warehouse long enough to fail a nightly load waiting for it (store.WRITER_WAIT_S)."""
 from __future__ import annotations
 
-import glob
 import os
 import threading
 
 import duckdb
 
 from firstfault.errors import BadInput
+from firstfault.lake import TABLES, Lake
 from firstfault.warehouse.store import connect_reader
 
 QUERY = "<query>"
 READ_STATEMENTS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
-# the lake's tables (docs/tables.md), exposed as views lake.<name> when they have files
-LAKE_TABLES = ("logs", "events", "progress", "metrics", "context", "connector_reports", "flight_recorder")
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 300.0  # the nightly writer waits longer than this for readers (store.WRITER_WAIT_S)
 
@@ -74,16 +72,19 @@ def _local_folder(lake_root: str | None) -> str | None:
 
 
 def _expose_lake(con: duckdb.DuckDBPyConnection, lake: str | None) -> None:
-    """Views lake.<table> over the Parquet lake. They live in an in-memory catalog: nothing is written to the
-    warehouse, and the views go with the connection."""
+    """Views lake.<table> over the readable generation of every partition of the Parquet lake (docs/tables.md),
+    for the tables that have files. They live in an in-memory catalog: nothing is written to the warehouse, and the
+    views go with the connection."""
     con.execute("ATTACH ':memory:' AS lake (READ_WRITE)")
     if lake is None:
         return
-    for table in LAKE_TABLES:
-        files = os.path.join(lake, table, "*", "*", "*.parquet")
-        if next(glob.iglob(files), None) is None:  # read_parquet cannot bind a view over no files
+    folder = Lake(lake)
+    for table in TABLES:
+        files = folder.table_files(table)
+        if not files:  # read_parquet cannot bind a view over no files
             continue
-        con.execute(f"CREATE VIEW lake.{table} AS SELECT * FROM read_parquet({_literal(files)}, hive_partitioning = true, "
+        listed = ", ".join(_literal(f.removeprefix("file://")) for f in files)
+        con.execute(f"CREATE VIEW lake.{table} AS SELECT * FROM read_parquet([{listed}], hive_partitioning = true, "
                     "hive_types = {'day': VARCHAR, 'attempt_key': VARCHAR})")
 
 
