@@ -135,7 +135,7 @@ class Lake:
         """The file names in one partition folder (none when it does not exist), listed afresh: an object store's
         listing cache may predate this run's writes."""
         try:
-            return [posixpath.basename(p) for p in self.fs.ls(self.partition_path(table, day, key), detail=False, refresh=True)]
+            return sorted(posixpath.basename(p) for p in self.fs.ls(self.partition_path(table, day, key), detail=False, refresh=True))
         except FileNotFoundError:
             return []
 

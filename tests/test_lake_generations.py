@@ -1,0 +1,140 @@
+"""The lake's generations (docs/DESIGN.md §2): a landing's files become readable only once its completion markers
+are written, readers take each partition's newest complete generation, older ones go after the commit; landing
+touches only the attempt's own partitions; a failed or killed run keeps the earlier landing readable."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from firstfault.cli import main
+from firstfault.config import LandingSettings
+from firstfault.connectors.static_context import context_from_dict
+from firstfault.lake import TABLES, Lake, new_generation
+from firstfault.landing import land_attempt
+from firstfault.transforms.extract import load_patterns
+from firstfault.warehouse.adhoc import run_adhoc
+
+from conftest import warehouse_rows
+
+DAY, KEY = "2026-11-29", "c~2Fw~2F0"
+XID = "Nov 29 01:10:02 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+
+
+def rows(lake: Lake, table: str = "logs", day: str = DAY, key: str = KEY) -> list:
+    read = lake.read(table, day, key)
+    return [] if read is None else read.column(0).to_pylist()
+
+
+def one_column(values) -> pa.Table:
+    return pa.table({"x": pa.array(values, pa.int64())})
+
+
+def test_readers_take_the_newest_complete_generation_and_a_commit_removes_the_older(tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    folder = tmp_path / "lake" / "logs" / f"day={DAY}" / f"attempt_key={KEY}"
+    folder.mkdir(parents=True)
+    import pyarrow.parquet as pq
+
+    pq.write_table(one_column([0]), folder / "part-0.parquet")  # an older version's partition: generation 0
+    assert rows(lake) == [0]
+    first, second = new_generation(), new_generation()
+    assert first < second
+    lake.write("logs", DAY, KEY, one_column([1]), one_column([]).schema, first)
+    assert rows(lake) == [0]  # written, not committed: not read
+    lake.commit(DAY, KEY, first, tables=("logs",))
+    assert rows(lake) == [1] and sorted(p.name for p in folder.iterdir()) == [f"_complete-{first}", f"part-{first}-0.parquet"]
+    lake.write("logs", DAY, KEY, one_column([2, 2]), one_column([]).schema, second)  # a run killed before its commit
+    assert rows(lake) == [1]
+    lake.write("logs", DAY, KEY, one_column([3]), one_column([]).schema)  # the next landing replaces and cleans
+    assert rows(lake) == [3]
+    assert len([p for p in folder.iterdir() if p.suffix == ".parquet"]) == 1
+
+
+def test_sql_lake_views_read_the_committed_generation_only(tmp_path):
+    from firstfault.warehouse.store import connect_writer
+
+    connect_writer(str(tmp_path / "w.duckdb")).close()
+    lake = Lake(str(tmp_path / "lake"))
+    lake.write("logs", DAY, KEY, one_column([1]), one_column([]).schema)
+    lake.write("logs", DAY, "other", one_column([7]), one_column([]).schema)
+    lake.write("logs", DAY, KEY, one_column([2, 2]), one_column([]).schema, new_generation())  # never committed
+    _, found = run_adhoc(str(tmp_path / "w.duckdb"), "SELECT attempt_key, x FROM lake.logs ORDER BY ALL", str(tmp_path / "lake"))
+    assert found == [(KEY, 1), ("other", 7)]
+
+
+class CountingFS:
+    """An fsspec filesystem that records every call that touches storage (name, path; one per path of a list)."""
+
+    PURE = {"unstrip_protocol", "_strip_protocol", "protocol", "sep", "root_marker"}
+
+    def __init__(self, fs):
+        self._fs, self.calls = fs, []
+
+    def __getattr__(self, name):
+        attr = getattr(self._fs, name)
+        if name in self.PURE or not callable(attr):
+            return attr
+
+        def recorded(*args, **kwargs):
+            paths = args[0] if args and isinstance(args[0], list) else args[:1]
+            self.calls.extend((name, str(path)) for path in paths)
+            return attr(*args, **kwargs)
+
+        return recorded
+
+
+def attempt_ctx(root: Path, workload: str = "w"):
+    (root / "node-01.log").write_text(XID)
+    doc = {"workload_id": workload, "cluster": "c", "start": f"{DAY}T01:00:00Z", "end": f"{DAY}T02:00:00Z", "nodes": ["node-01"],
+           "logs": [{"source": "syslog", "path": "{node}.log"}]}
+    return context_from_dict(doc, str(root / "attempt.yaml"), str(root))
+
+
+def landing_calls(lake_root: Path, ctx) -> list[tuple[str, str]]:
+    lake = Lake(str(lake_root))
+    lake.fs = CountingFS(lake.fs)
+    land_attempt(ctx, lake, load_patterns(), LandingSettings())
+    return [(name, re.sub(r"g\d{8}T\d{12}[0-9a-f]{6}", "<gen>", path.replace(str(lake_root), "<lake>"))) for name, path in lake.fs.calls]
+
+
+def test_landing_touches_the_table_folders_once_and_then_only_its_own_partitions(tmp_path):
+    """The filesystem calls of landing and re-landing an attempt are the same in a lake of 1 other attempt as in
+    one of 240 over 6 days: no glob or listing of the lake, only the root's folders and the attempt's partitions."""
+    ctx = attempt_ctx(tmp_path)
+    calls = {}
+    for days, per_day in ((1, 1), (6, 40)):
+        lake_root = tmp_path / f"lake-{days * per_day}"
+        filler = Lake(str(lake_root))
+        for d in range(days):
+            for a in range(per_day):
+                for table in TABLES:
+                    filler.write(table, f"2026-11-{d + 1:02d}", f"other~2F{a}", one_column([a]), one_column([]).schema)
+        calls[days * per_day] = [landing_calls(lake_root, ctx), landing_calls(lake_root, ctx)]
+        assert len([f for f in (lake_root / "logs" / f"day={DAY}" / f"attempt_key={ctx.attempt_key}").iterdir()
+                    if f.suffix == ".parquet"]) == 1
+    assert calls[1] == calls[240]
+    own = f"<lake>/{{}}/day={DAY}/attempt_key={ctx.attempt_key}"
+    for name, path in calls[240][1]:
+        assert name not in ("glob", "find", "walk", "du"), (name, path)
+        assert path == "<lake>" or any(path.startswith(own.format(t)) for t in TABLES), (name, path)
+    counted = Counter(name for name, _ in calls[240][1])
+    assert counted["ls"] == 1 + len(TABLES)  # the root once, then each of the attempt's partitions
+    assert counted["pipe_file"] == len(TABLES)  # one completion marker per partition
+
+
+def test_the_rule_pass_lists_only_the_days_at_hand(tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    for day in ("2026-11-01", "2026-11-02", "2026-11-03"):
+        for key in ("a", "b"):
+            lake.write("events", day, key, one_column([1]), one_column([]).schema)
+    lake.fs = CountingFS(lake.fs)
+    assert len(lake.partition_files("events", [("2026-11-02", "a"), ("2026-11-02", "b")])) == 2
+    assert [(n, p.rsplit("/", 2)[-2:]) for n, p in lake.fs.calls] == [("find", ["events", "day=2026-11-02"])]
