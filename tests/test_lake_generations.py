@@ -138,3 +138,80 @@ def test_the_rule_pass_lists_only_the_days_at_hand(tmp_path):
     lake.fs = CountingFS(lake.fs)
     assert len(lake.partition_files("events", [("2026-11-02", "a"), ("2026-11-02", "b")])) == 2
     assert [(n, p.rsplit("/", 2)[-2:]) for n, p in lake.fs.calls] == [("find", ["events", "day=2026-11-02"])]
+
+
+# Runs `firstfault` with the landing held at a point (the test then kills it with SIGKILL): the child writes the
+# file named by its first argument when it gets there.
+HELD_RUN = """
+import sys, time
+from firstfault import landing, lake
+from firstfault.cli import main
+
+def held(original):
+    def wait(*args, **kwargs):
+        open(sys.argv[1], "w").close()
+        time.sleep(600)
+    return wait
+
+point = sys.argv[2]
+if point == "commit":  # every file of the new generation written, none of its markers
+    lake.Lake.commit = held(lake.Lake.commit)
+else:  # the new generation's logs written, its other tables not yet
+    landing._land_metrics = held(landing._land_metrics)
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def kill_during_landing(point: str, args: list[str], ready: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", HELD_RUN, str(ready), point, *args], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert child.poll() is None, f"the run ended ({child.returncode}) before it reached {point}"
+            assert time.monotonic() < deadline, f"the run did not reach {point}"
+            time.sleep(0.05)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+
+
+def verdict(warehouse: Path) -> list[dict]:
+    return warehouse_rows(warehouse, "SELECT attempt_id, verdict, domain, subdomain, culprit_nodes, input_fingerprint FROM attributions")
+
+
+def lake_logs(args: list[str], capsys) -> list[str]:
+    capsys.readouterr()
+    assert main(["sql", *args, "--format", "csv", "SELECT uri, line, raw FROM lake.logs ORDER BY uri, line"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("point", ["metrics", "commit"])
+def test_a_run_killed_while_landing_keeps_the_earlier_landing_and_the_next_run_replaces_it(tmp_path, point, capsys):
+    ctx = attempt_ctx(tmp_path)
+    (tmp_path / "attempt.yaml").write_text(json.dumps({
+        "workload_id": "w", "cluster": "c", "state": "FAILED", "start": f"{DAY}T01:00:00Z", "end": f"{DAY}T02:00:00Z",
+        "nodes": ["node-01"], "logs": [{"source": "syslog", "path": "{node}.log"}]}))
+    args = ["--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")]
+    attribute = ["attribute", "--static", str(tmp_path / "attempt.yaml"), *args]
+    assert main(attribute) == 0
+    lake = Lake(str(tmp_path / "lake"))
+    before = {t: lake.read(t, DAY, ctx.attempt_key) for t in TABLES}
+    files_before = lake.files("logs", DAY, ctx.attempt_key)
+    logs_before, verdict_before = lake_logs(args, capsys), verdict(tmp_path / "w.duckdb")
+
+    (tmp_path / "node-01.log").write_text(XID + "Nov 29 01:11:00 node-01 kernel: a line the killed run lands\n")
+    kill_during_landing(point, attribute, tmp_path / "ready")
+    assert lake.files("logs", DAY, ctx.attempt_key) == files_before
+    assert {t: lake.read(t, DAY, ctx.attempt_key) for t in TABLES} == before
+    assert lake_logs(args, capsys) == logs_before
+    assert verdict(tmp_path / "w.duckdb") == verdict_before  # the warehouse still tells what the lake holds
+    partition = tmp_path / "lake" / "logs" / f"day={DAY}" / f"attempt_key={ctx.attempt_key}"
+    assert len(list(partition.glob("part-*.parquet"))) == 2  # the killed run's files are there, unread
+
+    assert main(attribute) == 0  # the next run replaces the earlier landing and removes the killed one's files
+    after = lake_logs(args, capsys)
+    assert len(after) == len(logs_before) + 1 and "a line the killed run lands" in after[-1]
+    for table in TABLES:
+        folder = tmp_path / "lake" / table / f"day={DAY}" / f"attempt_key={ctx.attempt_key}"
+        assert len(list(folder.glob("part-*.parquet"))) == 1 and len(list(folder.glob("_complete-*"))) == 1, table

@@ -74,3 +74,37 @@ def test_nightly_with_an_s3_lake_equals_local(tmp_path, s3_endpoint, bucket, cap
     # incremental on S3 too
     assert main(["nightly", "--config", str(cfg), "--date", DAY, "--prefect", "never", "--json"]) == 0
     assert '"skipped": 3' in capsys.readouterr().out
+
+
+def test_a_run_killed_while_landing_on_s3_keeps_the_earlier_landing(tmp_path, s3_endpoint, bucket):
+    """No rename on S3: the completion marker decides. A run killed after writing every file of its generation
+    leaves the earlier generation readable; the next run replaces it and removes the killed run's files."""
+    from test_lake_generations import DAY as KILL_DAY, XID, kill_during_landing
+    from firstfault.lake import TABLES, Lake
+
+    (tmp_path / "node-01.log").write_text(XID)
+    (tmp_path / "attempt.yaml").write_text(
+        f"workload_id: w\ncluster: c\nstate: FAILED\nstart: '{KILL_DAY}T01:00:00Z'\nend: '{KILL_DAY}T02:00:00Z'\n"
+        "nodes: [node-01]\nlogs:\n  - {source: syslog, path: '{node}.log'}\n")
+    cfg = tmp_path / "firstfault.toml"
+    cfg.write_text(f'[lake]\nroot = "s3://lake/prod"\nendpoint_url = "{s3_endpoint}"\nkey = "foo"\nsecret = "foo"\n'
+                   f'region = "us-east-1"\n[warehouse]\npath = "{tmp_path / "w.duckdb"}"\n')
+    attribute = ["attribute", "--config", str(cfg), "--static", str(tmp_path / "attempt.yaml")]
+    assert main(attribute) == 0
+    lake = Lake("s3://lake/prod", load_config(str(cfg)).lake.storage_options())
+    key = "c~2Fw~2F0"
+    before = {t: lake.read(t, KILL_DAY, key) for t in TABLES}
+    files_before, verdict_before = lake.files("logs", KILL_DAY, key), verdicts(str(tmp_path / "w.duckdb"))
+
+    (tmp_path / "node-01.log").write_text(XID + "Nov 29 01:11:00 node-01 kernel: a line the killed run lands\n")
+    kill_during_landing("commit", attribute, tmp_path / "ready")
+    assert len(bucket.glob(f"lake/prod/logs/day={KILL_DAY}/attempt_key={key}/part-*.parquet", refresh=True)) == 2
+    assert lake.files("logs", KILL_DAY, key) == files_before
+    assert {t: lake.read(t, KILL_DAY, key) for t in TABLES} == before
+    assert verdicts(str(tmp_path / "w.duckdb")) == verdict_before
+
+    assert main(attribute) == 0
+    assert lake.read("logs", KILL_DAY, key).num_rows == before["logs"].num_rows + 1
+    for table in TABLES:
+        names = [n.rsplit("/", 1)[1] for n in bucket.ls(f"lake/prod/{table}/day={KILL_DAY}/attempt_key={key}", refresh=True)]
+        assert len([n for n in names if n.endswith(".parquet")]) == 1 and len([n for n in names if n.startswith("_complete-")]) == 1
