@@ -1,10 +1,12 @@
 """Local (or any fsspec) log files: resolve the context's globs, fingerprint, and read them in bounded batches."""
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import posixpath
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,21 +45,40 @@ class LogFile:
 
 @dataclass(frozen=True)
 class Missing:
+    """A path pattern that gave no file to read: `missing` (nothing matches) or `error` (its source cannot be
+    listed, or its expansion went past the GlobLimits), with the reason."""
     source: str
     pattern: str
     reason: str
+    status: str = "missing"
 
 
-def resolve_logs(ctx: AttemptContext) -> tuple[list[LogFile], list[Missing]]:
-    """Expand `{node}` and globs of every log spec; patterns matching nothing are reported, not raised."""
+@dataclass(frozen=True)
+class GlobLimits:
+    """How far the path patterns of one attempt are expanded (`[landing] max_glob_files`, `glob_seconds`): a
+    pattern matching more files is not read, and patterns still unexpanded when the attempt's time is up are not
+    read either (`/usr/**` given as a log path would otherwise walk the machine)."""
+    max_files: int = 20_000
+    seconds: float = 20.0
+
+
+class _Refused(Exception):
+    """A pattern whose expansion went past the limits."""
+
+
+def resolve_logs(ctx: AttemptContext, limits: GlobLimits = GlobLimits()) -> tuple[list[LogFile], list[Missing]]:
+    """Expand `{node}` and globs of every log spec within `limits`; patterns matching nothing, sources that cannot
+    be listed and patterns past the limits are reported, not raised."""
     files: dict[str, LogFile] = {}
     missing: list[Missing] = []
+    deadline = time.monotonic() + limits.seconds
     for spec in ctx.logs:
         expansions = [(spec.path.replace("{node}", n), n) for n in ctx.nodes] if "{node}" in spec.path else [(spec.path, None)]
         for rel, node in expansions:
-            found = _glob(ctx.base_uri, rel)
-            if not found:
-                missing.append(Missing(spec.source, rel, _why_nothing_matches(ctx.base_uri, rel)))
+            found, problem = _glob(ctx.base_uri, rel, limits, deadline)
+            if problem is not None or not found:
+                missing.append(Missing(spec.source, rel, problem or _why_nothing_matches(ctx.base_uri, rel),
+                                       "missing" if problem is None else "error"))
             for uri in found:
                 files.setdefault(uri, _describe(uri, spec, node, ctx.nodes))
     return sorted(files.values(), key=lambda f: (f.source, f.uri)), missing
@@ -89,26 +110,112 @@ def _why_nothing_matches(base_uri: str, rel: str) -> str:
     return "no file matches"
 
 
-def resolve_paths(ctx: AttemptContext, patterns: tuple[str, ...]) -> tuple[list[str], list[str]]:
+def resolve_paths(ctx: AttemptContext, patterns: tuple[str, ...], source: str = "",
+                  limits: GlobLimits = GlobLimits()) -> tuple[list[str], list[Missing]]:
+    """The files (URLs) the patterns match, within `limits`, and the patterns that gave none (`source` names them)."""
     found, missing = [], []
+    deadline = time.monotonic() + limits.seconds
     for rel in patterns:
-        uris = _glob(ctx.base_uri, rel)
-        (found.extend(uris) if uris else missing.append(rel))
+        uris, problem = _glob(ctx.base_uri, rel, limits, deadline)
+        found.extend(uris)
+        if problem is not None or not uris:
+            missing.append(Missing(source, rel, problem or "no file matches", "missing" if problem is None else "error"))
     return sorted(set(found)), missing
 
 
-def _glob(base_uri: str, rel: str) -> list[str]:
+def _glob(base_uri: str, rel: str, limits: GlobLimits, deadline: float) -> tuple[list[str], str | None]:
+    """The files a pattern matches, or none and why: its source cannot be listed (an unreachable server, an
+    unknown protocol), or it went past the limits."""
     target = rel if "://" in rel or rel.startswith("/") else posixpath.join(base_uri, rel)
-    fs, path = fsspec.core.url_to_fs(target)
-    if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
-        # the standard library's glob walks a local folder several times faster than fsspec's (a nightly run
-        # expands a glob per node of every attempt)
-        return [fs.unstrip_protocol(p) for p in sorted(glob.glob(path, recursive=True)) if os.path.isfile(p)]
     try:
-        matches = fs.glob(path) if any(c in path for c in "*?[") else ([path] if fs.exists(path) else [])
+        fs, path = fsspec.core.url_to_fs(target)  # a remote filesystem may connect here
+    except Exception as e:  # noqa: BLE001 - whatever the protocol's library raises, the source is reported
+        return [], f"cannot be listed: {type(e).__name__}: {e}"
+    try:
+        if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+            return [fs.unstrip_protocol(p) for p in _local_glob(path, limits, deadline)], None
+        matches = fs.glob(path) if glob.has_magic(path) else ([path] if fs.exists(path) else [])
+        if len(matches) > limits.max_files:
+            raise _Refused(_too_many(limits))
+    except _Refused as e:
+        return [], str(e)
+    except FileNotFoundError:
+        return [], None
+    except Exception as e:  # noqa: BLE001
+        return [], f"cannot be listed: {type(e).__name__}: {e}"
+    return [fs.unstrip_protocol(p) for p in matches if _is_file(fs, p)], None
+
+
+def _too_many(limits: GlobLimits) -> str:
+    return f"matches more than {limits.max_files} files ([landing] max_glob_files): not read"
+
+
+def _local_glob(path: str, limits: GlobLimits, deadline: float) -> list[str]:
+    """The regular files a local pattern matches, sorted, as the standard library's glob finds them (`**` any
+    depth, names starting with `.` only for a pattern that does), in a walk that stops with _Refused past
+    `limits` (glob itself cannot be stopped: `/usr/**` walks the whole tree before it answers). The walk lists
+    each folder once with os.scandir, several times faster than fsspec's glob (a nightly run expands a pattern
+    per node of every attempt)."""
+    if not glob.has_magic(path):
+        return [path] if os.path.isfile(path) else []
+    parts = path.split("/")
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    found: dict[str, None] = {}
+
+    def entries(folder: str) -> list[os.DirEntry]:
+        if time.monotonic() > deadline:
+            raise _Refused(f"not expanded within {limits.seconds:g} s ([landing] glob_seconds): not read")
+        try:
+            with os.scandir(folder or ".") as listing:
+                return sorted(listing, key=lambda e: e.name)
+        except OSError:
+            return []
+
+    def walk(folder: str, rest: list[str], within: frozenset = frozenset()) -> None:
+        """`within`: the folders a `**` went through to get here (a symlink back to one of them is a loop)."""
+        if not rest:
+            if os.path.isfile(folder):
+                found[folder] = None
+                if len(found) > limits.max_files:
+                    raise _Refused(_too_many(limits))
+            return
+        head, tail = rest[0], rest[1:]
+        if head == "**":
+            walk(folder, tail)
+            for entry in entries(folder):
+                if entry.name.startswith("."):
+                    continue
+                if _is_dir(entry):
+                    if (key := _identity(entry)) not in within:
+                        walk(entry.path, rest, within | {key})
+                elif not tail:
+                    walk(entry.path, tail)
+        elif glob.has_magic(head):
+            for entry in entries(folder):
+                if fnmatch.fnmatchcase(entry.name, head) and (head.startswith(".") or not entry.name.startswith(".")):
+                    walk(entry.path, tail)
+        elif head:
+            walk(posixpath.join(folder, head), tail)
+        else:
+            walk(folder, tail)  # an empty segment: a doubled or trailing slash
+
+    walk("/".join(parts[:fixed]) or ("/" if path.startswith("/") else ""), parts[fixed:])
+    return sorted(found)
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
     except OSError:
-        return []
-    return [fs.unstrip_protocol(p) for p in matches if _is_file(fs, p)]
+        return False
+
+
+def _identity(entry: os.DirEntry) -> tuple[int, int]:
+    try:
+        info = entry.stat()
+    except OSError:
+        return -1, hash(entry.path)
+    return info.st_dev, info.st_ino
 
 
 def _is_file(fs, path: str) -> bool:

@@ -29,6 +29,8 @@ class LandingSettings:
     batch_lines: int = 256 * 1024  # a unit's rows, whatever its bytes: 16 MB of empty lines would be 16 M rows
     workers: int = 0  # processes landing attempts in parallel; 0 = one per core when the input is big
     part_bytes: int = 128 * 1024 * 1024  # an application log bigger than this is landed in parts by one process per core
+    max_glob_files: int = 20_000  # a path pattern of a context matching more files is reported (error) and not read
+    glob_seconds: float = 20.0  # an attempt's log (metrics, dump) patterns not expanded by then are reported and not read
 
 
 @dataclass(frozen=True)

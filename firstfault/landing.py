@@ -26,6 +26,7 @@ from firstfault.connectors.base import Report, SourceConnector, Staging
 from firstfault.connectors.flight_recorder import read_dumps
 from firstfault.connectors.local_files import (
     FilePart,
+    GlobLimits,
     LogFile,
     plain_size,
     split_file,
@@ -141,13 +142,13 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
             return None
 
     scan = _Scan.of(patterns)
-    resolved = [x for ctx in ctxs if (x := isolate(ctx, lambda: _resolve(ctx, generation, lake, sources))) is not None]
+    resolved = [x for ctx in ctxs if (x := isolate(ctx, lambda: _resolve(ctx, generation, lake, sources, settings))) is not None]
     landed = _land_logs_together(resolved, lake, scan, settings, isolate, part_workers)
     results = []
     for group in _extraction_groups(landed):
         _extract_together(group, scan, isolate)
         for item in group:  # written now: a group's events are not held while the next group is extracted
-            if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake)):
+            if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake, settings)):
                 results.append(item.result)
     return results
 
@@ -168,13 +169,13 @@ def _extraction_groups(landed: list[_LogsLanded]) -> Iterator[list[_LogsLanded]]
         yield group
 
 
-def _resolve(ctx: AttemptContext, generation: str, lake: Lake, sources) -> _LogsLanded:
-    """Stage the attempt's remote sources and find its log files; report what is missing."""
+def _resolve(ctx: AttemptContext, generation: str, lake: Lake, sources, settings: LandingSettings) -> _LogsLanded:
+    """Stage the attempt's remote sources and find its log files; report what is missing or cannot be read."""
     result = LandingResult(ctx.attempt_id)
     ctx = _stage_sources(ctx, lake, sources, result)
-    files, missing = resolve_logs(ctx)
+    files, missing = resolve_logs(ctx, _glob_limits(settings))
     for m in missing:
-        result.reports.append(_report(ctx, "local_files", m.source, m.pattern, "missing", 0, m.reason))
+        result.reports.append(_report(ctx, "local_files", m.source, m.pattern, m.status, 0, m.reason))
     return _LogsLanded(ctx, generation, result, files, SpillingFrames(LINE_SCHEMA, _CANDIDATES_IN_MEMORY))
 
 
@@ -407,11 +408,15 @@ def _extract_together(landed: list[_LogsLanded], scan: _Scan, isolate) -> None:
         isolate(item.ctx, lambda: extract([item]))
 
 
-def _land_rest(item: _LogsLanded, lake: Lake) -> bool:
+def _glob_limits(settings: LandingSettings) -> GlobLimits:
+    return GlobLimits(settings.max_glob_files, settings.glob_seconds)
+
+
+def _land_rest(item: _LogsLanded, lake: Lake, settings: LandingSettings) -> bool:
     ctx, result, files = item.ctx, item.result, item.files
-    metrics = _land_metrics(ctx, result)
+    metrics = _land_metrics(ctx, result, _glob_limits(settings))
     events = _events(item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
-    fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files))
+    fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files), _glob_limits(settings))
     schema, day, key, generation = EVENTS_ARROW_SCHEMA, ctx.day, ctx.attempt_key, item.generation
     with stage("parquet"):
         result.event_rows = lake.write("events", day, key, _event_batches(events, fr_events, schema), schema, generation)
@@ -687,10 +692,10 @@ def _staged_locators(events: pl.LazyFrame, origins: dict[str, str]) -> pl.LazyFr
     )
 
 
-def _land_metrics(ctx: AttemptContext, result: LandingResult) -> pa.Table:
-    uris, missing = resolve_paths(ctx, ctx.metrics)
+def _land_metrics(ctx: AttemptContext, result: LandingResult, limits: GlobLimits) -> pa.Table:
+    uris, missing = resolve_paths(ctx, ctx.metrics, "metrics", limits)
     for m in missing:
-        result.reports.append(_report(ctx, "metrics_csv", "metrics", m, "missing", 0, "no file matches"))
+        result.reports.append(_report(ctx, "metrics_csv", m.source, m.pattern, m.status, 0, m.reason))
     frames = []
     for uri in uris:
         frame, report = read_metrics(uri, ctx)
@@ -704,11 +709,12 @@ def _land_metrics(ctx: AttemptContext, result: LandingResult) -> pa.Table:
 _NO_METRICS = pl.DataFrame(schema={"attempt_id": pl.String, **METRICS_SCHEMA}).to_arrow()
 
 
-def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index_base: int) -> tuple[pa.Table, pl.DataFrame]:
+def _land_flight_recorder(ctx: AttemptContext, result: LandingResult, file_index_base: int,
+                          limits: GlobLimits) -> tuple[pa.Table, pl.DataFrame]:
     """Flight-recorder dumps -> the `flight_recorder` table (always written, fixed schema) and their events."""
-    uris, missing = resolve_paths(ctx, ctx.flight_recorder)
+    uris, missing = resolve_paths(ctx, ctx.flight_recorder, "flight_recorder", limits)
     for m in missing:
-        result.reports.append(_report(ctx, "flight_recorder", "flight_recorder", m, "missing", 0, "no file matches"))
+        result.reports.append(_report(ctx, "flight_recorder", m.source, m.pattern, m.status, 0, m.reason))
     if not uris:  # most attempts: no dumps configured
         return _NO_RECORDER_ENTRIES, pl.DataFrame()
     entries, reports = read_dumps(uris, ctx)

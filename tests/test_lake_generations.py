@@ -215,3 +215,54 @@ def test_a_run_killed_while_landing_keeps_the_earlier_landing_and_the_next_run_r
     for table in TABLES:
         folder = tmp_path / "lake" / table / f"day={DAY}" / f"attempt_key={ctx.attempt_key}"
         assert len(list(folder.glob("part-*.parquet"))) == 1 and len(list(folder.glob("_complete-*"))) == 1, table
+
+
+def failing_source_spec(root: Path, *paths: dict) -> Path:
+    (root / "node-01.log").write_text(XID)
+    spec = root / "attempt.yaml"
+    spec.write_text(json.dumps({
+        "workload_id": "w", "cluster": "c", "state": "FAILED", "start": f"{DAY}T01:00:00Z", "end": f"{DAY}T02:00:00Z",
+        "nodes": ["node-01"], "logs": [{"source": "syslog", "path": "{node}.log"}, *paths]}))
+    return spec
+
+
+def reports(warehouse: Path) -> dict[str, dict]:
+    return {r["uri"]: r for r in warehouse_rows(warehouse, "SELECT uri, status, reason FROM connector_reports")}
+
+
+def test_an_unreachable_source_is_a_report_and_the_verdict_goes_on(tmp_path):
+    spec = failing_source_spec(tmp_path, {"source": "applog", "path": "ftp://127.0.0.1:1/x"})
+    doc = json.loads(spec.read_text())
+    spec.write_text(json.dumps({**doc, "metrics": ["ftp://127.0.0.1:1/m.csv"], "flight_recorder": ["ftp://127.0.0.1:1/fr/*"]}))
+    args = ["attribute", "--static", str(spec), "--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")]
+    assert main(args) == 0
+    found = reports(tmp_path / "w.duckdb")
+    for uri in ("ftp://127.0.0.1:1/x", "ftp://127.0.0.1:1/m.csv", "ftp://127.0.0.1:1/fr/*"):
+        assert found[uri]["status"] == "error" and "ConnectionRefusedError" in found[uri]["reason"], found[uri]
+    (verdict,) = warehouse_rows(tmp_path / "w.duckdb", "SELECT verdict, subdomain FROM attributions")
+    assert verdict == {"verdict": "attributed", "subdomain": "gpu_lost"}
+
+
+def test_a_glob_past_its_limits_is_reported_and_not_read(tmp_path):
+    for i in range(30):
+        (tmp_path / "many" / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "many" / f"d{i % 3}" / f"f{i}.log").write_text("x\n")
+    spec = failing_source_spec(tmp_path, {"source": "applog", "path": "many/**/*.log"}, {"source": "applog", "path": "many/d0/f0.log"},
+                               {"source": "applog", "path": "/usr/**"})
+    config = tmp_path / "firstfault.toml"
+    config.write_text("[landing]\nmax_glob_files = 10\n")
+    args = ["attribute", "--config", str(config), "--static", str(spec), "--lake", str(tmp_path / "lake"),
+            "--warehouse", str(tmp_path / "w.duckdb")]
+    assert main(args) == 0
+    found = reports(tmp_path / "w.duckdb")
+    assert found["many/**/*.log"]["status"] == "error" and "more than 10 files" in found["many/**/*.log"]["reason"]
+    assert found["/usr/**"]["status"] == "error" and "more than 10 files" in found["/usr/**"]["reason"]
+    assert found[(tmp_path / "many" / "d0" / "f0.log").as_uri()]["status"] == "ok"
+    logs = Lake(str(tmp_path / "lake")).read("logs", DAY, KEY)
+    assert sorted(set(logs.column("uri").to_pylist())) == sorted([(tmp_path / "node-01.log").as_uri(), (tmp_path / "many/d0/f0.log").as_uri()])
+
+    config.write_text("[landing]\nglob_seconds = 0.0\n")  # no time to walk a folder: a plain path needs no walk
+    assert main(args) == 0
+    found = reports(tmp_path / "w.duckdb")
+    assert found["many/**/*.log"]["status"] == "error" and "glob_seconds" in found["many/**/*.log"]["reason"]
+    assert found[(tmp_path / "many" / "d0" / "f0.log").as_uri()]["status"] == "ok"
