@@ -12,7 +12,6 @@ import threading
 import duckdb
 
 from firstfault.errors import BadInput
-from firstfault.lake import TABLES, Lake
 from firstfault.warehouse.store import connect_reader
 
 QUERY = "<query>"
@@ -78,6 +77,8 @@ def _expose_lake(con: duckdb.DuckDBPyConnection, lake: str | None) -> None:
     con.execute("ATTACH ':memory:' AS lake (READ_WRITE)")
     if lake is None:
         return
+    from firstfault.lake import TABLES, Lake  # fsspec and pyarrow: only for a query that names the lake
+
     folder = Lake(lake)
     for table in TABLES:
         files = folder.table_files(table)
