@@ -13,6 +13,12 @@ when either's peak RSS (largest process) exceeds 1.1x the base run's.
 
     .venv/bin/python benchmarks/bench_fleet.py [--attempts 2000] [--gb 2.0] [--dir DIR] [--no-flat]
 
+With --history it measures instead whether a run's cost grows with what the lake and warehouse already hold: the
+local nightly over every night, then the same backfill again with --force into that full lake and warehouse; it
+prints the CPU seconds of each run's process tree and their ratio (target <= 1.15x; exit 1 when missed).
+
+    .venv/bin/python benchmarks/bench_fleet.py --history [--attempts 200] [--gb 0.2] [--dir DIR]
+
 Not part of the CI test run. The Dask run goes through one Prefect server started by the script (as `firstfault serve`
 runs under a server in production); its start-up is printed, not counted.
 """
@@ -78,6 +84,7 @@ TARGET_MB_S = 40.0
 TARGET_ATTEMPTS_S = 30.0
 TARGET_PEAK_MB = 1000.0  # per process
 TARGET_DASK_RATIO = 1.3
+TARGET_HISTORY_RATIO = 1.15  # CPU of the forced re-run into the full lake and warehouse against the first run's
 
 FIRSTFAULT = [sys.executable, "-c", "import sys; from firstfault.cli import main; sys.exit(main())"]
 
@@ -205,14 +212,16 @@ def wait_for_health(server: subprocess.Popen, url: str, started: float) -> None:
             time.sleep(0.5)
 
 
-def run_nightly(fleet: Path, out: Path, runner: str, env: dict[str, str], since: str, until: str) -> dict:
-    """One `firstfault nightly --since --until` process over the whole range, on its own lake and warehouse; its
-    wall time, memory, summed night summaries and the warehouse's accuracy."""
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+def run_nightly(fleet: Path, out: Path, runner: str, env: dict[str, str], since: str, until: str, again: bool = False) -> dict:
+    """One `firstfault nightly --since --until` process over the whole range, on its own lake and warehouse (with
+    `again`: the ones an earlier run filled, every attempt redone with --force); its wall time, memory, summed night
+    summaries and the warehouse's accuracy."""
+    if not again:
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
     cmd = [*FIRSTFAULT, "nightly", "--since", since, "--until", until, "--catalog", str(fleet / "catalog"),
            "--lake", str(out / "lake"), "--warehouse", str(out / "wh.duckdb"), "--json", "--runner", runner,
-           "--prefect", "never" if runner == "local" else "always"]
+           "--prefect", "never" if runner == "local" else "always", *(["--force"] if again else [])]
     run = measured_run(cmd, env)
     summaries = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     score = evaluate(fleet, out / "wh.duckdb")
@@ -291,18 +300,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", help="work folder; fleets simulated there are reused (default: a temporary folder, removed)")
     ap.add_argument("--no-flat", action="store_true",
                     help=f"skip the flat-memory check (4x volume, {100 * PROGRESS_SHARE:.0f} %% progress lines)")
+    ap.add_argument("--history", action="store_true",
+                    help=f"only the flat-with-history check: the backfill again with --force into the full lake and warehouse "
+                         f"(CPU within {TARGET_HISTORY_RATIO}x of the first run)")
     args = ap.parse_args(argv)
     if sized_profile(args.attempts, args.gb)["pad_bytes"] == 0:
         ap.error(f"--gb too small: under {UNPADDED_BYTES_PER_ATTEMPT / 1e3:.0f} KB per attempt the fleet has no padding")
     root = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     try:
+        if args.history:
+            return run_history(root, args.attempts, args.gb)
         return run_benchmark(root, args.attempts, args.gb, flat=not args.no_flat)
     finally:
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def run_benchmark(root: Path, attempts: int, gb: float, flat: bool) -> int:
+def prepared_fleet(root: Path, attempts: int, gb: float) -> tuple[Path, dict, str, str, float]:
+    """The fleet simulated (or reused), described, and grep's time over its files: (fleet, profile, since, until, grep s)."""
     profile = sized_profile(attempts, gb)
     fleet = root / "fleet"
     sim_s = ensure_fleet(fleet, profile)
@@ -312,6 +327,26 @@ def run_benchmark(root: Path, attempts: int, gb: float, flat: bool) -> int:
           f"{profile['pad_bytes']:,}; {fingerprint(fleet)}; simulated in {sim_s:.0f} s ({root})", flush=True)
     grep_s = grep_seconds([fleet / "catalog"])
     print(f"grep -cE over the same files: {grep_s:.2f} s ({total_bytes / 1e6 / grep_s:.0f} MB/s)", flush=True)
+    return fleet, profile, since, until, grep_s
+
+
+def run_history(root: Path, attempts: int, gb: float) -> int:
+    """The local backfill, then the same again with --force into its full lake and warehouse: CPU of both and the ratio."""
+    fleet, _, since, until, grep_s = prepared_fleet(root, attempts, gb)
+    first = run_nightly(fleet, root / "history", "local", local_env(), since, until)
+    again = run_nightly(fleet, root / "history", "local", local_env(), since, until, again=True)
+    ratio = again["cpu_s"] / first["cpu_s"]
+    meets = ratio <= TARGET_HISTORY_RATIO
+    for name, r in (("first run", first), ("again, --force", again)):
+        print(f"{name:<16} wall {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s (grep {grep_s:.2f} s), attributed "
+              f"{r['attributed']}, failed {r['failed']}, verdict accuracy {r['verdict']:.1%}", flush=True)
+    print(f"CPU again / first: {ratio:.2f}x ({'met' if meets else 'MISSED'}, target <= {TARGET_HISTORY_RATIO}x)")
+    return 0 if meets else 1
+
+
+def run_benchmark(root: Path, attempts: int, gb: float, flat: bool) -> int:
+    fleet, profile, since, until, grep_s = prepared_fleet(root, attempts, gb)
+    total_bytes = log_bytes(fleet)
     results = {"local": run_nightly(fleet, root / "local", "local", local_env(), since, until)}
     print(f"  local: {results['local']['wall_s']:.1f} s", flush=True)
     with prefect_server(root / "prefect") as (env, server_s):
