@@ -1,5 +1,5 @@
 """kill -9 of a nightly at seeded points, then a rerun: the warehouse holds exactly the rows of an uninterrupted run,
-and no worker process, results folder or temporary file is left behind."""
+and no worker process, results folder, temporary file or lake file of a killed landing is left behind."""
 import os
 import random
 import subprocess
@@ -95,3 +95,7 @@ def test_kill_9_at_seeded_points_then_rerun_equals_an_uninterrupted_run(catalog,
     assert not results.exists() or not any(results.iterdir()), sorted(results.iterdir())
     assert not any((root / "tmp").iterdir()), sorted((root / "tmp").iterdir())
     assert lock_path(str(root / "w.duckdb")).read_text() == ""
+    for partition in (root / "lake").glob("*/day=*/attempt_key=*"):  # one generation, committed: the killed ones' files went
+        (marker,) = partition.glob("_complete-*")
+        generation = marker.name.removeprefix("_complete-")
+        assert all(f.name.startswith(f"part-{generation}-") for f in partition.glob("*.parquet")), sorted(partition.iterdir())
