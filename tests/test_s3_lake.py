@@ -1,4 +1,5 @@
-"""The nightly run with the lake on S3 (moto's server): same verdicts as with the lake on local disk."""
+"""The nightly run with the lake on S3 (moto's server): same verdicts as with the lake on local disk; a run killed
+while landing keeps the earlier landing readable there too."""
 import shutil
 
 import duckdb
@@ -6,8 +7,10 @@ import pytest
 
 from firstfault.cli import main
 from firstfault.config import Config, LakeSettings, WarehouseSettings, load_config
+from firstfault.lake import TABLES, Lake
 from firstfault.synthetic.demo import write_demo
 from firstfault.nightly import run_nightly
+from test_lake_generations import DAY as KILL_DAY, XID, kill_during_landing
 
 DAY = "2026-11-29"
 
@@ -79,9 +82,6 @@ def test_nightly_with_an_s3_lake_equals_local(tmp_path, s3_endpoint, bucket, cap
 def test_a_run_killed_while_landing_on_s3_keeps_the_earlier_landing(tmp_path, s3_endpoint, bucket):
     """No rename on S3: the completion marker decides. A run killed after writing every file of its generation
     leaves the earlier generation readable; the next run replaces it and removes the killed run's files."""
-    from test_lake_generations import DAY as KILL_DAY, XID, kill_during_landing
-    from firstfault.lake import TABLES, Lake
-
     (tmp_path / "node-01.log").write_text(XID)
     (tmp_path / "attempt.yaml").write_text(
         f"workload_id: w\ncluster: c\nstate: FAILED\nstart: '{KILL_DAY}T01:00:00Z'\nend: '{KILL_DAY}T02:00:00Z'\n"
