@@ -236,13 +236,18 @@ def _describe(uri: str, spec: LogSpec, node: str | None, nodes: tuple[str, ...])
 
 
 def fingerprint(uri: str) -> str:
-    """Cheap identity of a file's content version (size + mtime/ETag), for incremental runs."""
+    """Cheap identity of a file's content version, for incremental runs: size and ETag for an object store, whose
+    `info` holds other keys after a listing than after a HEAD (so fsspec's `ukey`, a hash of them, depends on what the
+    process listed before); size and mtime (`ukey`) for a file system."""
     fs, path = fsspec.core.url_to_fs(uri)
+    info = fs.info(path)
+    etag = info.get("ETag") or info.get("etag")
+    if etag:
+        return f"{info.get('size')}:{str(etag).strip(chr(34))}"
     try:
         return str(fs.ukey(path))
     except (OSError, NotImplementedError, AttributeError):
-        info = fs.info(path)
-        return f"{info.get('size')}:{info.get('mtime') or info.get('ETag') or info.get('LastModified')}"
+        return f"{info.get('size')}:{info.get('mtime') or info.get('LastModified')}"
 
 
 def plain_size(uri: str) -> int | None:

@@ -108,3 +108,25 @@ def test_a_run_killed_while_landing_on_s3_keeps_the_earlier_landing(tmp_path, s3
     for table in TABLES:
         names = [n.rsplit("/", 1)[1] for n in bucket.ls(f"lake/prod/{table}/day={KILL_DAY}/attempt_key={key}", refresh=True)]
         assert len([n for n in names if n.endswith(".parquet")]) == 1 and len([n for n in names if n.startswith("_complete-")]) == 1
+
+
+def test_an_s3_object_has_one_fingerprint_whatever_was_listed_before(s3_endpoint, bucket, monkeypatch):
+    """A shard on another host HEADs an object that discovery saw in a listing: both must name the same version."""
+    import s3fs
+
+    from firstfault.connectors.local_files import fingerprint
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "foo")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "foo")
+    bucket.pipe("lake/logs/node-01.log", b"line\n")
+    s3fs.S3FileSystem.clear_instance_cache()
+    headed = fingerprint("s3://lake/logs/node-01.log")
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    fs.find("lake/logs")  # the listing fills the instance's cache with the listing's keys
+    listed = fingerprint("s3://lake/logs/node-01.log")
+    assert headed == listed and headed.startswith("5:")
+    bucket.pipe("lake/logs/node-01.log", b"other\n")
+    s3fs.S3FileSystem.clear_instance_cache()
+    assert fingerprint("s3://lake/logs/node-01.log") != headed
