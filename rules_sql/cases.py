@@ -102,11 +102,12 @@ def load_cases(folders: list[Path]) -> list[Case]:
 def run_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> dict[str, list[str]]:
     """Return case id -> list of failed expectations (empty list = pass)."""
     outcomes = attribute_cases(cases, rule_dirs, pattern_dirs)
-    return {case.id: _check(case, *outcomes[case.id]) for case in cases}
+    return {case.id: _check(case, *outcomes[case.id][:3]) for case in cases}
 
 
-def attribute_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> dict[str, tuple[dict, list[dict], list[dict]]]:
-    """Land and attribute the cases in one run; case id -> (its verdict row, its rule hits, its evidence rows)."""
+def attribute_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> dict[str, tuple[dict, list[dict], list[dict], list[dict]]]:
+    """Land and attribute the cases in one run; case id -> (its verdict row, its rule hits, its evidence rows, its
+    events with the role rules gave them)."""
     with tempfile.TemporaryDirectory(prefix="firstfault-rules-") as tmp:
         config, contexts = land_cases(cases, Path(tmp), rule_dirs, pattern_dirs)
         history = [_history_row(case, contexts[case.id], i, h) for case in cases for i, h in enumerate(case.history)]
@@ -114,8 +115,10 @@ def attribute_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs:
     verdicts = {row["attempt_id"]: row for row in result.tables["attributions"].to_pylist()}
     hits = _group(result.tables["rule_hits"], "attempt_id")
     evidence = _group(result.tables["attribution_evidence"], "attempt_id")
+    events = _group(result.tables["events"], "attempt_id")
     return {case.id: (verdicts[contexts[case.id].attempt_id], hits.get(contexts[case.id].attempt_id, []),
-                      evidence.get(contexts[case.id].attempt_id, [])) for case in cases}
+                      evidence.get(contexts[case.id].attempt_id, []), events.get(contexts[case.id].attempt_id, []))
+            for case in cases}
 
 
 def land_cases(cases: list[Case], root: Path, rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> tuple[Config, dict]:

@@ -1,0 +1,96 @@
+"""The message catalogue (transforms/messages/*.yaml, docs/rules.md#the-message-catalogue): every file loads and
+validates, and every example, landed as its own small attempt and attributed with all the others in ONE run, yields
+its entry's event kind and `expect` columns and plays its entry's role. A failure names the entry id."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from firstfault.errors import BadInput
+from firstfault.rules_sql.catalogue import check_catalogue
+from firstfault.transforms.messages import catalogue_dir, load_catalogue
+
+MESSAGES = load_catalogue()
+TAXONOMY = Path(__file__).parents[1] / "docs" / "taxonomy.md"
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {r.message.id: r for r in check_catalogue(MESSAGES)}
+
+
+@pytest.mark.parametrize("entry", [m.id for m in MESSAGES])
+def test_entry_renders_and_plays_its_role(results, entry):
+    assert results[entry].handled, f"{entry}: " + "; ".join(results[entry].problems)
+
+
+def test_catalogue_ships_every_file_as_package_data():
+    assert {m.file for m in MESSAGES} == {p.name for p in catalogue_dir().glob("*.yaml")}
+
+
+def test_taxonomy_lists_every_class_the_catalogue_uses():
+    """docs/taxonomy.md's domain table follows from the catalogue: every root class appears in it."""
+    rows, domain = set(), None
+    for line in TAXONOMY.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip().strip("`") for c in line.split("|")[1:-1]]
+        if len(cells) == 3 and re.fullmatch(r"[a-z_]*", cells[0]) and re.fullmatch(r"[a-z0-9_]+", cells[1]):
+            domain = cells[0] or domain
+            rows.add(f"{domain}/{cells[1]}")
+    used = {m.cls for m in MESSAGES if m.cls}
+    assert used <= rows, f"classes missing from docs/taxonomy.md: {sorted(used - rows)}"
+
+
+GOOD = """emitter: linux_kernel
+repository: torvalds/linux
+messages:
+  - id: test.oom
+    path: mm/oom_kill.c
+    tag: v6.8
+    format: 'Killed process %d (%s)'
+    kind: host_oom
+    class: application/host_oom
+    role: root
+    scope: node
+    source: syslog
+    examples:
+      - line: 'Out of memory: Killed process 1 (python)'
+        rendered: true
+"""
+
+
+@pytest.mark.parametrize("old, new, field", [
+    ("role: root", "role: culprit", "test.oom.role"),
+    ("scope: node", "scope: rack", "test.oom.scope"),
+    ("source: syslog", "source: dmesg", "test.oom.source"),
+    ("class: application/host_oom", "class: firmware/host_oom", "test.oom.class"),
+    ("class: application/host_oom", "class: null", "test.oom.class"),
+    ("role: root", "role: symptom", "test.oom.class"),  # a symptom has no class
+    ("    tag: v6.8\n", "", "test.oom.tag"),
+    ("    kind: host_oom\n", "", "test.oom.kind"),
+    ("        rendered: true\n", "", "test.oom.examples[0]"),
+    ("        rendered: true\n", "        rendered: true\n        url: https://example.org/1\n", "test.oom.examples[0]"),
+    ("        rendered: true\n", "        rendered: true\n        expect: {colour: red}\n", "test.oom.examples[0].expect.colour"),
+    ("id: test.oom", "id: Oom", "Oom.id"),
+])
+def test_a_bad_entry_is_named_with_its_field(tmp_path, old, new, field):
+    assert old in GOOD
+    (tmp_path / "x.yaml").write_text(GOOD.replace(old, new), encoding="utf-8")
+    with pytest.raises(BadInput) as e:
+        load_catalogue(tmp_path)
+    assert e.value.field == field, str(e.value)
+
+
+def test_an_id_is_unique_across_files(tmp_path):
+    for name in ("a.yaml", "b.yaml"):
+        (tmp_path / name).write_text(GOOD, encoding="utf-8")
+    with pytest.raises(BadInput, match="duplicate id, also in a.yaml"):
+        load_catalogue(tmp_path)
+
+
+def test_a_good_file_loads(tmp_path):
+    (tmp_path / "x.yaml").write_text(GOOD, encoding="utf-8")
+    [m] = load_catalogue(tmp_path)
+    assert (m.id, m.emitter, m.repository, m.version, m.cls, m.examples[0].lines) == (
+        "test.oom", "linux_kernel", "torvalds/linux", "v6.8", "application/host_oom", ("Out of memory: Killed process 1 (python)",))
