@@ -8,15 +8,18 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from firstfault.landing import events_from_lines
 from firstfault.rules_sql.cases import Case, attribute_cases
 from firstfault.transforms.messages import Example, Message
 
 NODES = ("node-01", "node-02", "node-03")
 LINE_NODE = "node-02"
 _CONTEXT = {"nodes": list(NODES), "state": "FAILED"}
+_BEFORE, _AFTER = timedelta(minutes=5), timedelta(minutes=55)  # the line falls early in its attempt
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,16 @@ def check_catalogue(messages: list[Message]) -> list[EntryResult]:
 
 
 def _case(m: Message, n: int, x: Example) -> Case:
-    return Case("catalogue", f"{m.id}.{n}", "positive", _CONTEXT, {f"{m.source}/{LINE_NODE}": list(x.lines)}, {}, Path(m.file))
+    return Case("catalogue", f"{m.id}.{n}", "positive", {**_CONTEXT, **_window(m, x)},
+                {f"{m.source}/{LINE_NODE}": list(x.lines)}, {}, Path(m.file))
+
+
+def _window(m: Message, x: Example) -> dict:
+    """An attempt window around the line's own stamp (a real line keeps its date), so the rules read its events."""
+    stamps = events_from_lines(list(x.lines), m.source, node=LINE_NODE)["ts"].drop_nulls()
+    if stamps.is_empty():
+        return {}
+    return {"start": (stamps.min() - _BEFORE).isoformat() + "Z", "end": (stamps.max() + _AFTER).isoformat() + "Z"}
 
 
 def check_example(m: Message, x: Example, verdict: dict, events: list[dict]) -> list[str]:
