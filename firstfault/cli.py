@@ -193,12 +193,19 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("dirs", nargs="*", metavar="DIR", help=dirs_help)
     lint = _command(rules_sub, "rules lint", help="check rule headers, ids, output columns, fixture coverage and pattern files")
     lint.add_argument("dirs", nargs="*", metavar="DIR", help=dirs_help)
-    for p in (test, lint):
+    coverage = _command(rules_sub, "rules coverage",
+                        help="per emitter, every message of the catalogue and whether the patterns and rules handle it")
+    for p in (test, lint, coverage):
         p.add_argument("--config", help="firstfault.toml ([rules] dirs, [patterns] dirs)")
         p.add_argument("--patterns", action="append", default=[], metavar="DIR", help="extra pattern folder (repeatable)")
+    for p in (test, lint):
         p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    coverage.add_argument("--catalogue", metavar="DIR", help="a folder of catalogue files (default: the built-in catalogue)")
+    coverage.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                          help="table: aligned columns; csv; json: one object per line")
     test.set_defaults(handler=_rules_test)
     lint.set_defaults(handler=_rules_lint)
+    coverage.set_defaults(handler=_rules_coverage)
 
     fleet = _command(sub, "fleet", help="fleet aggregates over the warehouse (node_offenders, port_hotspots, ...)")
     fleet_sub = fleet.add_subparsers(dest="fleet_command", required=True)
@@ -259,6 +266,7 @@ EXAMPLES = {
     "rules": "firstfault rules test my-rules/",
     "rules test": "firstfault rules test my-rules/ --config firstfault.toml",
     "rules lint": "firstfault rules lint --json",
+    "rules coverage": "firstfault rules coverage --format csv",
     "fleet": "firstfault fleet rebuild --topology topology.yaml",
     "fleet rebuild": "firstfault fleet rebuild --warehouse firstfault.duckdb --topology topology.yaml --day 2026-11-29",
     "init": "firstfault init && $EDITOR firstfault.toml",
@@ -350,6 +358,23 @@ def _rules_lint(args) -> int:
         print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} ({summary})")
         return 1
     print(f"ok: {summary}")
+    return 0
+
+
+def _rules_coverage(args) -> int:
+    from firstfault.config import resolve_config
+    from firstfault.rules_sql.catalogue import COVERAGE_COLUMNS, check_catalogue, coverage_rows
+    from firstfault.rules_sql.kit import resolve_dirs
+    from pathlib import Path
+
+    from firstfault.transforms.messages import load_catalogue
+    from firstfault.warehouse.outputs import format_rows
+
+    dirs = resolve_dirs(resolve_config(args.config), [], args.patterns)
+    if args.catalogue and not Path(args.catalogue).is_dir():
+        raise BadInput(args.catalogue, "--catalogue", "no such directory")
+    rows = coverage_rows(check_catalogue(load_catalogue(args.catalogue), dirs.rules, dirs.patterns))
+    print(format_rows(COVERAGE_COLUMNS, rows, args.format))
     return 0
 
 

@@ -32,10 +32,14 @@ class EntryResult:
         return not self.problems
 
 
-def check_catalogue(messages: list[Message]) -> list[EntryResult]:
-    """Attribute every example of `messages` in one run; one result per entry, in catalogue order."""
+COVERAGE_COLUMNS = ["emitter", "id", "kind", "role", "class", "entries", "handled", "problem"]
+
+
+def check_catalogue(messages: list[Message], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> list[EntryResult]:
+    """Attribute every example of `messages` in one run (with the site rules and patterns of those folders, after the
+    built-in ones); one result per entry, in catalogue order."""
     cases = {(m.id, n): _case(m, n, x) for m in messages for n, x in enumerate(m.examples)}
-    outcomes = attribute_cases(list(cases.values()))
+    outcomes = attribute_cases(list(cases.values()), rule_dirs, pattern_dirs)
     results = []
     for m in messages:
         problems = []
@@ -44,6 +48,22 @@ def check_catalogue(messages: list[Message]) -> list[EntryResult]:
             problems += [f"example {n}: {p}" for p in check_example(m, x, verdict, events)]
         results.append(EntryResult(m, tuple(problems)))
     return results
+
+
+def coverage_rows(results: list[EntryResult]) -> list[tuple]:
+    """`firstfault rules coverage`: one row per entry (entries 1, handled 1 or 0, its first problem), then per
+    emitter a total row (id `*`), then the catalogue's (emitter and id `*`); emitters sorted, entries in file order."""
+    by_emitter: dict[str, list[EntryResult]] = {}
+    for r in results:
+        by_emitter.setdefault(r.message.emitter, []).append(r)
+    rows = []
+    for emitter in sorted(by_emitter):
+        group = by_emitter[emitter]
+        rows += [(emitter, r.message.id, r.message.kind, r.message.role, r.message.cls, 1, int(r.handled),
+                  r.problems[0] if r.problems else None) for r in group]
+        rows.append((emitter, "*", None, None, None, len(group), sum(r.handled for r in group), None))
+    rows.append(("*", "*", None, None, None, len(results), sum(r.handled for r in results), None))
+    return rows
 
 
 def _case(m: Message, n: int, x: Example) -> Case:

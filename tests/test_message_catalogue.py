@@ -3,11 +3,13 @@ validates, and every example, landed as its own small attempt and attributed wit
 its entry's event kind and `expect` columns and plays its entry's role. A failure names the entry id."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from firstfault.cli import main
 from firstfault.errors import BadInput
 from firstfault.rules_sql.catalogue import check_catalogue
 from firstfault.transforms.messages import catalogue_dir, load_catalogue
@@ -94,3 +96,21 @@ def test_a_good_file_loads(tmp_path):
     [m] = load_catalogue(tmp_path)
     assert (m.id, m.emitter, m.repository, m.version, m.cls, m.examples[0].lines) == (
         "test.oom", "linux_kernel", "torvalds/linux", "v6.8", "application/host_oom", ("Out of memory: Killed process 1 (python)",))
+
+
+def test_coverage_lists_each_entry_with_totals_per_emitter_and_overall(tmp_path, capsys):
+    unhandled = GOOD.replace("test.oom", "test.unknown").replace("kind: host_oom", "kind: no_such_kind")
+    (tmp_path / "a.yaml").write_text(GOOD, encoding="utf-8")
+    (tmp_path / "b.yaml").write_text(unhandled.replace("emitter: linux_kernel", "emitter: other"), encoding="utf-8")
+    assert main(["-q", "rules", "coverage", "--catalogue", str(tmp_path), "--format", "json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["emitter"], r["id"], r["entries"], r["handled"]) for r in rows] == [
+        ("linux_kernel", "test.oom", 1, 1), ("linux_kernel", "*", 1, 1),
+        ("other", "test.unknown", 1, 0), ("other", "*", 1, 0), ("*", "*", 2, 1)]
+    assert "expected a no_such_kind event" in rows[2]["problem"] and rows[0]["problem"] is None
+
+
+def test_coverage_names_a_malformed_catalogue_file_and_field(tmp_path, capsys):
+    (tmp_path / "x.yaml").write_text(GOOD.replace("scope: node", "scope: rack"), encoding="utf-8")
+    assert main(["rules", "coverage", "--catalogue", str(tmp_path)]) == 2
+    assert "field 'test.oom.scope'" in capsys.readouterr().err
