@@ -11,6 +11,7 @@ import pytest
 
 from firstfault.cli import main
 from firstfault.errors import BadInput
+from firstfault.landing import events_from_lines
 from firstfault.rules_sql.catalogue import check_catalogue
 from firstfault.transforms.messages import catalogue_dir, load_catalogue
 
@@ -114,3 +115,31 @@ def test_coverage_names_a_malformed_catalogue_file_and_field(tmp_path, capsys):
     (tmp_path / "x.yaml").write_text(GOOD.replace("scope: node", "scope: rack"), encoding="utf-8")
     assert main(["rules", "coverage", "--catalogue", str(tmp_path)]) == 2
     assert "field 'test.oom.scope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source, line", [
+    # format strings as written and the documented pattern text are no log lines
+    ("syslog", "NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s"),
+    ("syslog", "NVRM: Xid (PCI:%04x:%02x:%02x GPU-I:%02u): %d, pid=%s, name=%s, %s"),
+    ("syslog", "NVRM: Xid (PCI:%04x:%02x:%02x GPU-I:%02u GPU-CI:%02u): %d, pid=%s, name=%s, %s"),
+    ("syslog", r"NVRM: Xid \((?:PCI:)?(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.\d)?(?: GPU-I:(?P<gi>\d+))?"
+               r"(?: GPU-CI:(?P<ci>\d+))?\): (?P<xid>\d+),(?: pid=(?P<pid>[^,]*),)?(?: name=(?P<name>[^,]*),)? ?(?P<msg>.*)$"),
+    ("syslog", "Port module event: module %u, %s                 # Cable plugged | Cable unplugged"),
+    ("syslog", "Port module event[error]: module %u, %s, %s      # Power budget exceeded | Bus stuck(I2C or data shorted)"),
+    # an AER bit line needs the kernel's device prefix
+    ("applog", "[rank0]:  [1] Timeout"),
+    ("applog", "worker  [14] CmpltTO"),
+    # a shell's "Killed" guesses at nothing: no OOM record
+    ("applog", "Killed"),
+    ("applog", "/var/spool/slurmd/job123/slurm_script: line 12: 44821 Killed                  python train.py"),
+    # tools failing after a loss, and tool output that is no event
+    ("applog", "nvidia-container-cli.real: detection error: nvml error: unknown error: unknown"),
+    ("applog", "        Uncorrectable Error               : 4"),
+    ("applog", "nvidia-smi --query-gpu=ecc.errors.uncorrected.volatile.total,remapped_rows.pending --format=csv"),
+    # free text that names NVIDIA without a product, and the staged scheduler text outside the scheduler's log
+    ("syslog", "Nov 29 01:00:02 node-01 nvidia-persistenced: Started NVIDIA Persistence Daemon"),
+    ("syslog", "Nov 29 01:00:03 node-01 nv-fabricmanager: NVIDIA Fabric Manager started"),
+    ("applog", "2026-11-28T11:42:10Z kubernetes: pod ml/p-0 on gpu-node-03 container trainer terminated reason=OOMKilled exit_code=137 signal=9"),
+])
+def test_text_that_is_no_message_yields_no_event(source, line):
+    assert events_from_lines([line], source).is_empty()
