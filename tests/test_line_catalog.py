@@ -17,7 +17,6 @@ strings, ``null`` = key absent).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 import yaml
 
 from firstfault.landing import events_from_lines
+from firstfault.rules_sql.catalogue import diff_event
 from firstfault.schema import EVENT_SCHEMA
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
@@ -62,28 +62,6 @@ def _check_case_shape(case: Any, where: str) -> None:
         assert not bad, f"{where}: expected keys not in the event schema: {sorted(bad)}"
 
 
-def _norm(v: Any) -> Any:
-    return str(v) if v is not None and not isinstance(v, (int, float, str, bool)) else v
-
-
-def _diff_event(got: dict, want: dict) -> list[str]:
-    problems = []
-    for key, exp in want.items():
-        if key == "fields":
-            have = json.loads(got["fields"]) if got.get("fields") else {}
-            assert isinstance(exp, dict), "fields: expectation must be a mapping"
-            for fk, fv in exp.items():
-                hv = have.get(fk)
-                fv = None if fv is None else str(fv)
-                if hv != fv:
-                    problems.append(f"fields.{fk}: got {hv!r}, want {fv!r}")
-            continue
-        hv = _norm(got.get(key))
-        if hv != exp:
-            problems.append(f"{key}: got {hv!r}, want {exp!r}")
-    return problems
-
-
 def test_catalog_is_not_empty():
     assert CASES, f"no cases found in {CATALOG_DIR}"
 
@@ -103,5 +81,5 @@ def test_line_catalog(file: str, index: int, case: Any) -> None:
         f"{where} ({case['ref']}): {len(rows)} events, expected {len(expect)}:\n{summary}"
     )
     for n, (got, want) in enumerate(zip(rows, expect)):
-        problems = _diff_event(got, want)
+        problems = diff_event(got, want)
         assert not problems, f"{where} ({case['ref']}) event {n}: " + "; ".join(problems) + f"\n{summary}"
