@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 from firstfault.landing import events_from_lines
 from firstfault.rules_sql.cases import Case, attribute_cases
 from firstfault.transforms.messages import Example, Message
@@ -38,7 +39,8 @@ COVERAGE_COLUMNS = ["emitter", "id", "kind", "role", "class", "entries", "handle
 def check_catalogue(messages: list[Message], rule_dirs: list[Path] = (), pattern_dirs: list[Path] = ()) -> list[EntryResult]:
     """Attribute every example of `messages` in one run (with the site rules and patterns of those folders, after the
     built-in ones); one result per entry, in catalogue order."""
-    cases = {(m.id, n): _case(m, n, x) for m in messages for n, x in enumerate(m.examples)}
+    examples = [(m, n, x) for m in messages for n, x in enumerate(m.examples)]
+    cases = {(m.id, n): _case(m, n, x, window) for (m, n, x), window in zip(examples, _windows(examples))}
     outcomes = attribute_cases(list(cases.values()), rule_dirs, pattern_dirs)
     results = []
     for m in messages:
@@ -66,17 +68,25 @@ def coverage_rows(results: list[EntryResult]) -> list[tuple]:
     return rows
 
 
-def _case(m: Message, n: int, x: Example) -> Case:
-    return Case("catalogue", f"{m.id}.{n}", "positive", {**_CONTEXT, **_window(m, x)},
+def _case(m: Message, n: int, x: Example, window: dict) -> Case:
+    return Case("catalogue", f"{m.id}.{n}", "positive", {**_CONTEXT, **window},
                 {f"{m.source}/{LINE_NODE}": list(x.lines)}, {}, Path(m.file))
 
 
-def _window(m: Message, x: Example) -> dict:
-    """An attempt window around the line's own stamp (a real line keeps its date), so the rules read its events."""
-    stamps = events_from_lines(list(x.lines), m.source, node=LINE_NODE)["ts"].drop_nulls()
-    if stamps.is_empty():
-        return {}
-    return {"start": (stamps.min() - _BEFORE).isoformat() + "Z", "end": (stamps.max() + _AFTER).isoformat() + "Z"}
+def _windows(examples: list[tuple[Message, int, Example]]) -> list[dict]:
+    """Per example, an attempt window around the line's own stamp (a real line keeps its date) so the rules read its
+    events, or {} for the default window; the stamps come from one extraction per source over every example's lines."""
+    windows: list[dict] = [{} for _ in examples]
+    for source in sorted({m.source for m, _, _ in examples}):
+        picked = [i for i, (m, _, _) in enumerate(examples) if m.source == source]
+        lines = [line for i in picked for line in examples[i][2].lines]
+        owner = pl.DataFrame({"line": range(1, len(lines) + 1),
+                              "example": [i for i in picked for _ in examples[i][2].lines]})
+        stamps = (events_from_lines(lines, source, node=LINE_NODE).join(owner, on="line").drop_nulls("ts")
+                  .group_by("example").agg(lo=pl.col("ts").min(), hi=pl.col("ts").max()))
+        for i, lo, hi in stamps.iter_rows():
+            windows[i] = {"start": (lo - _BEFORE).isoformat() + "Z", "end": (hi + _AFTER).isoformat() + "Z"}
+    return windows
 
 
 def check_example(m: Message, x: Example, verdict: dict, events: list[dict]) -> list[str]:
