@@ -1,6 +1,7 @@
 -- id: gpu_fallen_off_bus
 -- detects: a GPU that fell off the bus (bare driver lines, also split over continuation lines; the Xid 79 line itself
---          is handled by xid_root), and nvidia-smi unable to reach it ("GPU is lost")
+--          is handled by xid_root), and nvidia-smi or another NVML user unable to reach it ("GPU is lost": pynvml's
+--          NVMLError_GpuIsLost, Slurm's NVML plugin)
 -- domain: hardware/gpu_lost
 -- inputs: events(kind = gpu_fallen_off_bus), gpu_ranks
 SELECT e.attempt_id, e.event_id, 'gpu_fallen_off_bus' AS rule_id, 'root' AS role,
