@@ -1,9 +1,11 @@
 -- id: dcgm_gpu_health
--- detects: GPU faults in DCGM metrics (transforms/metric_events.py). `DCGM_FI_DEV_XID_ERRORS` changes are classified
---          like xid_root through xid_catalog but weaker than the kernel line (the metric holds only the LAST Xid and
---          drops repeats), so a kernel Xid on the same node joins it as one cause; ECC double-bit errors and row-remap
---          failures -> GPU memory; NVLink CRC/replay/recovery error deltas -> NVLink; clock-event (throttle) bits
---          only confirm a thermal/power cause unless a GPU stays throttled for >= 3 consecutive samples.
+-- detects: GPU faults in DCGM metrics (transforms/metric_events.py) and in DCGM's health incidents as text
+--          (transforms/patterns/dcgm.yaml: double-bit ECC, row remapping, NVLink errors and links down).
+--          `DCGM_FI_DEV_XID_ERRORS` changes are classified like xid_root through xid_catalog but weaker than the
+--          kernel line (the metric holds only the LAST Xid and drops repeats), so a kernel Xid on the same node joins
+--          it as one cause; ECC double-bit errors and row-remap failures -> GPU memory; NVLink CRC/replay/recovery
+--          error deltas -> NVLink; clock-event (throttle) bits only confirm a thermal/power cause unless a GPU stays
+--          throttled for >= 3 consecutive samples.
 -- domain: from xid_catalog (hardware/*, software/driver, application/cuda_error); hardware/gpu_memory, gpu_nvlink,
 --         gpu_thermal, gpu_power
 -- inputs: events(kind in dcgm_xid, dcgm_ecc_dbe, dcgm_row_remap, dcgm_nvlink_errors, gpu_throttle), xid_catalog, gpu_ranks
