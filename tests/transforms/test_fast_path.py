@@ -16,6 +16,7 @@ from firstfault.connectors.static_context import context_from_dict, load_static_
 from firstfault.synthetic.simulate import read_truth, simulate
 from firstfault.transforms.fixed_formats import FORMATS, detect_format, sample_lines, read_fixed_formats
 from firstfault.transforms.lines import split_chunks, split_lines
+from firstfault.transforms.messages import load_catalogue
 from firstfault.transforms.normalize import normalize_lines
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
@@ -101,8 +102,10 @@ def _frame(raw: list[str], file_format: str | None) -> pl.DataFrame:
 
 
 def _catalog_lines() -> list[str]:
-    return [line for path in sorted(CATALOG.glob("*.yaml")) for case in yaml.safe_load(path.read_text()) or []
-            for line in case["lines"]]
+    """Every example line of the message catalogue and of the line catalog."""
+    examples = [line for m in load_catalogue() for x in m.examples for line in x.lines]
+    return examples + [line for path in sorted(CATALOG.glob("*.yaml")) for case in yaml.safe_load(path.read_text()) or []
+                       for line in case["lines"]]
 
 
 @pytest.mark.parametrize("file_format", sorted(FORMATS))
