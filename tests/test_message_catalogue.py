@@ -85,6 +85,12 @@ def test_a_bad_entry_is_named_with_its_field(tmp_path, old, new, field):
     assert e.value.field == field, str(e.value)
 
 
+def test_a_near_miss_may_name_the_class_it_nearly_was(tmp_path):
+    (tmp_path / "x.yaml").write_text(GOOD.replace("role: root", "role: near_miss"), encoding="utf-8")
+    [m] = load_catalogue(tmp_path)
+    assert (m.role, m.cls) == ("near_miss", "application/host_oom")
+
+
 def test_an_id_is_unique_across_files(tmp_path):
     for name in ("a.yaml", "b.yaml"):
         (tmp_path / name).write_text(GOOD, encoding="utf-8")

@@ -20,6 +20,7 @@ from firstfault.errors import BadInput
 from firstfault.schema import EVENT_SCHEMA
 
 ROLES = ("root", "symptom", "confirmation", "near_miss", "benign", "context")
+CLASSED_ROLES = ("root", "confirmation", "near_miss")  # what a root argues for, or what the entry would confirm or nearly was
 SCOPES = ("gpu", "node", "rank", "peer", "job")
 SOURCES = ("applog", "syslog", "scheduler")
 DOMAINS = ("hardware", "network", "software", "application", "infrastructure")
@@ -124,14 +125,14 @@ def _entry(path: Path, doc: dict, index: int, e: Any) -> Message:
     if e["source"] not in SOURCES:
         fail("source", f"one of {', '.join(SOURCES)}")
     cls = e["class"]
-    if e["role"] == "root":
+    if cls is not None or e["role"] == "root":
         match = _CLASS.fullmatch(cls) if isinstance(cls, str) else None
         if not match or match.group(1) not in DOMAINS:
-            fail("class", f"a root names its class: domain/subdomain with a domain of {', '.join(DOMAINS)}")
-        if e["kind"] is None:
-            fail("kind", "a root yields an event")
-    elif cls is not None:
-        fail("class", "only a root has a class (null for the other roles)")
+            fail("class", f"domain/subdomain with a domain of {', '.join(DOMAINS)} (a root names its class)")
+    if cls is not None and e["role"] not in CLASSED_ROLES:
+        fail("class", f"null for a {e['role']} (only {', '.join(CLASSED_ROLES)} name a class)")
+    if e["role"] == "root" and e["kind"] is None:
+        fail("kind", "a root yields an event")
     if e.get("note") is not None and not isinstance(e["note"], str):
         fail("note", "a string")
     examples = e["examples"]
