@@ -18,6 +18,7 @@ from fsspec.compression import compr
 from fsspec.utils import infer_compression
 
 from firstfault.connectors.static_context import AttemptContext, LogSpec
+from firstfault.connectors.urls import is_normal
 
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
@@ -143,7 +144,9 @@ def _glob(base_uri: str, rel: str, limits: GlobLimits, deadline: float) -> tuple
         return [], None
     except Exception as e:  # noqa: BLE001
         return [], f"cannot be listed: {type(e).__name__}: {e}"
-    return [fs.unstrip_protocol(p) for p in matches if _is_file(fs, p)], None
+    # a remote listing may name links like `%2e%2e/x`: only URLs read as the path they show are fetched
+    found = ((p, fs.unstrip_protocol(p)) for p in matches)
+    return [url for p, url in found if is_normal(url) and _is_file(fs, p)], None
 
 
 def _too_many(limits: GlobLimits) -> str:

@@ -1,7 +1,8 @@
 """What a static context sent by a client of `firstfault api` may name and ask for: files inside `[api]
 allowed_roots` only (symlinks resolved, no `..`, URLs only under a listed URL prefix) and counts within the `[api]`
 limits. The globs are expanded here, before anything is read, so a request that would match too many files or
-bytes, or reach out of a root through a symlink, is refused with a 400 instead of being landed."""
+bytes, or reach out of a root through a symlink or a percent-encoded `..`, is refused with a 400 instead of being
+landed. URLs are compared as their fetcher reads them (connectors/urls.py)."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,7 @@ import fsspec
 from firstfault.config import ApiSettings
 from firstfault.connectors.local_files import resolve_paths
 from firstfault.connectors.static_context import AttemptContext
+from firstfault.connectors.urls import NotNormal, UrlKey, url_key
 from firstfault.errors import BadInput
 
 _GLOB_CHARS = "*?["
@@ -20,13 +22,16 @@ _GLOB_CHARS = "*?["
 
 @dataclass(frozen=True)
 class Roots:
-    """The allowed roots: local folders as resolved real paths, URL prefixes as written (without a trailing /)."""
+    """The allowed roots: local folders as resolved real paths, URL prefixes as their fetchers read them."""
     folders: tuple[str, ...]
-    urls: tuple[str, ...]
+    urls: tuple[UrlKey, ...]
 
     @classmethod
     def from_settings(cls, settings: ApiSettings) -> Roots:
-        urls = tuple(r.rstrip("/") for r in settings.allowed_roots if "://" in r)
+        try:
+            urls = tuple(url_key(r) for r in settings.allowed_roots if "://" in r)
+        except NotNormal as e:
+            raise BadInput("[api]", "allowed_roots", f"a URL prefix {e}") from None
         folders = tuple(os.path.realpath(os.path.expanduser(r)) for r in settings.allowed_roots if "://" not in r)
         return cls(folders, urls)
 
@@ -34,9 +39,11 @@ class Roots:
         return bool(self.folders or self.urls)
 
     def holds(self, target: str) -> bool:
-        """Whether `target` (a URL, or a local path whose symlinks are resolved here) lies inside a root."""
+        """Whether `target` (a URL, or a local path whose symlinks are resolved here) lies inside a root; NotNormal
+        for a URL whose path is ambiguous."""
         if "://" in target:
-            return any(target == u or target.startswith(u + "/") for u in self.urls)
+            key = url_key(target)
+            return any(key.within(u) for u in self.urls)
         real = os.path.realpath(target)
         return any(real == f or real.startswith(f.rstrip("/") + "/") for f in self.folders)
 
@@ -75,7 +82,11 @@ def check_paths(ctx: AttemptContext, limits: ApiSettings, file: str) -> None:
                                f"{limits.max_files_per_glob} ([api] max_files_per_glob)")
             for uri in files:
                 local = _local_path(uri)
-                if not roots.holds(local if local is not None else uri):
+                try:
+                    inside = roots.holds(local if local is not None else uri)
+                except NotNormal as e:
+                    raise BadInput(file, field_, f"matches a URL that {e}") from None
+                if not inside:
                     raise BadInput(file, field_, "matches a file outside the allowed roots (a symlink?)")
                 total += _size(uri)
             if total > limits.max_bytes_per_attempt:
@@ -92,11 +103,17 @@ def check_base_dir(base: str, limits: ApiSettings, file: str) -> None:
 
 
 def _check_target(roots: Roots, field_: str, target: str, file: str) -> None:
-    """The part of a path before its first wildcard must lie in a root, so a glob never walks outside them."""
+    """The part of a path before its first wildcard must lie in a root, so a glob never walks outside them; a URL
+    must be one whose path means one thing (connectors/urls.py), also after its wildcard."""
     if ".." in target.replace("\\", "/").split("/"):
         raise BadInput(file, field_, "must not contain '..'")
-    if "://" in target and not roots.urls:
-        raise BadInput(file, field_, "URLs are not allowed on this server (no URL prefix in [api] allowed_roots)")
+    if "://" in target:
+        if not roots.urls:
+            raise BadInput(file, field_, "URLs are not allowed on this server (no URL prefix in [api] allowed_roots)")
+        try:
+            url_key(target)
+        except NotNormal as e:
+            raise BadInput(file, field_, str(e)) from None
     fixed = target
     wildcard = min((i for i in (target.find(c) for c in _GLOB_CHARS) if i >= 0), default=-1)
     if wildcard >= 0:

@@ -13,6 +13,7 @@ import fsspec
 import yaml
 
 from firstfault import yamlio
+from firstfault.connectors.urls import NotNormal, url_key
 from firstfault.errors import BadInput
 from firstfault.ids import attempt_id, attempt_key, day_key
 
@@ -321,7 +322,8 @@ class _Validator:
         return tuple(out)
 
     def path(self, key, value):
-        """A file path, glob or fsspec URL of a scheme fsspec can open."""
+        """A file path, glob or fsspec URL of a scheme fsspec can open, each URL of a chain one whose path means one
+        thing (connectors/urls.py)."""
         if not isinstance(value, str):
             self.fail(key, "must be a string")
         if "\x00" in value or "\n" in value:
@@ -334,6 +336,11 @@ class _Validator:
                     self.fail(key, f"unknown URL scheme {scheme!r}")
                 except ImportError as e:
                     self.fail(key, f"URL scheme {scheme!r} needs a package that is not installed: {e}")
+            for url in (part for part in value.split("::") if "://" in part):
+                try:
+                    url_key(url)
+                except NotNormal as e:
+                    self.fail(key, str(e))
         return value
 
     def boot_times(self, doc, nodes, tz):

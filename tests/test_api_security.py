@@ -14,6 +14,7 @@ import yaml
 from firstfault.cli import main
 from firstfault.config import ApiSettings, resolve_config
 from firstfault.connectors.request_limits import Roots
+from static_site import SECRET, StaticSite
 from test_api import Server, with_api
 
 START = "2026-11-29T01:00:00Z"
@@ -197,3 +198,48 @@ def test_no_auth_serves_without_a_token(tmp_path):
     config = resolve_config(None, lake_root=str(tmp_path / "lake"), warehouse_path=str(tmp_path / "w.duckdb"))
     with Server(with_api(config), token=None) as api:  # what `--no-auth` on a loopback address serves
         assert api.request("GET", "/v1/attempts/demo/w/0")[0] == 404
+
+
+@pytest.fixture()
+def site(tmp_path):
+    with StaticSite(tmp_path / "site") as running:
+        yield running
+
+
+@pytest.mark.parametrize("path, base_dir, says", [
+    ("{url}/logs/%2e%2e/secret/node-02.log", None, "'..'"),
+    ("{url}/logs/%2E%2e/secret/node-02.log", None, "'..'"),
+    ("{url}/logs/.%2e/secret/node-02.log", None, "'..'"),
+    ("{url}/logs/%2e%2e/secret/*.log", None, "'..'"),
+    ("{url}/logs/%2e/../secret/node-02.log", None, "'..'"),
+    ("{url}/logs/..%2fsecret/node-02.log", None, "encoded separator"),
+    ("{url}/logs/%2e%2e%2Fsecret%2fnode-02.log", None, "encoded separator"),
+    ("{url}/logs/..%5csecret%5cnode-02.log", None, "encoded separator"),
+    ("{url}/logs/%2e%2e\\secret\\node-02.log", None, "backslash"),
+    ("{url}/logs/%252e%252e/secret/node-02.log", None, "percent-encoded twice"),
+    ("{url}/logs/%ff%2e/node-02.log", None, "not UTF-8"),
+    ("{url}/logs/x%00/node-02.log", None, "control characters"),
+    ("{url}/logs/node-01.log#/%2e%2e/secret/node-02.log", None, "fragment"),
+    ("{url}/logs/x::file:///etc/passwd", None, "chained URL"),
+    ("node-02.log", "{url}/logs/%2e%2e/secret", "'..'"),
+    ("node-02.log", "{url}/logs/%2e%2e/secret/", "'..'"),
+    ("../secret/node-02.log", "{url}/logs", "'..'"),
+    ("{url}/logs-other/node-02.log", None, "outside the allowed roots"),
+    ("{url}/secret/node-02.log", None, "outside the allowed roots"),
+])
+def test_a_url_leaving_its_root_by_encoding_is_refused_and_never_fetched(tmp_path, site, path, base_dir, says):
+    body = context(nodes=["node-01", "node-02"], logs=[{"path": path.format(url=site.url)}],
+                   **({"base_dir": base_dir.format(url=site.url)} if base_dir else {}))
+    with server(tmp_path, allowed_roots=(site.url + "/logs",)) as api:
+        status, reply = api.request("POST", "/v1/attribute", body)
+    assert status == 400 and says in reply["error"], reply
+    assert not any("secret" in asked.lower() for asked in site.asked), site.asked
+    assert SECRET not in str(reply)
+
+
+def test_a_url_inside_its_root_is_fetched_as_written(tmp_path, site):
+    with server(tmp_path, allowed_roots=(site.url + "/logs/",)) as api:
+        status, verdict = api.request("POST", "/v1/attribute", context(
+            nodes=["node-01", "node-02"], logs=[{"source": "syslog", "path": "node-01.log"}], base_dir=site.url + "/logs"))
+    assert status == 200 and verdict["culprit_nodes"] == ["node-01"], verdict
+    assert site.asked and set(site.asked) == {"/logs/node-01.log"}

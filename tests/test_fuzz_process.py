@@ -1,17 +1,24 @@
 """Hostile input through the whole `firstfault attribute` process: random bytes, newline floods, invalid UTF-8 mixed
-into real lines, gzip bombs and flight-recorder pickles that repeat one entry by reference. The process exits only 0
-or 2, never prints a traceback, and its peak memory stays under a fixed bound."""
+into real lines, gzip bombs, flight-recorder pickles that repeat one entry by reference and log URLs with
+percent-encoded dots and separators. The process exits only 0 or 2, never prints a traceback, its peak memory stays
+under a fixed bound, and a URL is fetched as the path it was checked as, or refused."""
 from __future__ import annotations
 
 import gzip
 import os
 import pickle
+import posixpath
 import subprocess
 import sys
+from urllib.parse import unquote, urlsplit
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from static_site import StaticSite
+
+from firstfault.connectors.urls import NotNormal, url_key
 
 PEAK_RSS_LIMIT_MB = 1536
 XID = b"Nov 29 01:10:02 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
@@ -50,11 +57,12 @@ pickles = st.one_of(
 )
 
 
-def run_attribute(tmp_path, log: bytes, compressed: bool, dump: bytes | None) -> tuple[int, str, int]:
+def run_attribute(tmp_path, log: bytes | None, compressed: bool, dump: bytes | None, url: str | None = None) -> tuple[int, str, int]:
     name = "node-01.log.gz" if compressed else "node-01.log"
-    (tmp_path / name).write_bytes(log)
-    spec = {"workload_id": "fuzz", "start": "2026-11-29T01:00:00Z", "end": "2026-11-29T02:00:00Z", "nodes": ["node-01"],
-            "state": "FAILED", "logs": [{"source": "syslog", "path": name}]}
+    if log is not None:
+        (tmp_path / name).write_bytes(log)
+    spec = {"workload_id": "fuzz", "start": "2026-11-29T01:00:00Z", "end": "2026-11-29T02:00:00Z",
+            "nodes": ["node-01", "node-02"], "state": "FAILED", "logs": [{"source": "syslog", "path": url or name}]}
     if dump is not None:
         (tmp_path / "_dump_0").write_bytes(dump)
         spec["flight_recorder"] = ["_dump_*"]
@@ -81,3 +89,44 @@ def test_hostile_input_exits_0_or_2_without_traceback_in_bounded_memory(tmp_path
     assert code in (0, 2), stderr
     assert "Traceback" not in stderr, stderr
     assert peak_mb < PEAK_RSS_LIMIT_MB, f"peak RSS {peak_mb} MB"
+
+
+# pieces of a URL path: plain names, dots and separators written plainly, percent-encoded (either case), twice
+URL_PIECES = ["logs", "secret", "node-01.log", "node-02.log", "..", ".", "%2e%2e", "%2E%2e", ".%2e", "%2e", "..%2f",
+              "%2f", "%2F", "%5c", "..%5c", "%252e%252e", "%6cogs", "%00", "%ff"]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    with StaticSite(tmp_path_factory.mktemp("site")) as running:
+        yield running
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.sampled_from(URL_PIECES), min_size=1, max_size=6))
+@example(pieces=["logs", "%2e%2e", "secret", "node-02.log"])
+@example(pieces=["logs", "%2E%2e", "secret", "node-02.log"])
+@example(pieces=["logs", ".%2e", "secret", "node-02.log"])
+@example(pieces=["logs", "%2e", "..", "secret", "node-02.log"])
+@example(pieces=["logs", "..%2fsecret", "node-02.log"])
+@example(pieces=["logs", "%2e%2e%2Fsecret%2Fnode-02.log"])
+@example(pieces=["logs", "..%5csecret%5cnode-02.log"])
+@example(pieces=["logs", "%252e%252e", "secret", "node-02.log"])
+@example(pieces=["logs", "%ff", "node-01.log"])
+@example(pieces=["%6cogs", "node-01.log"])
+@example(pieces=["logs", "node-01.log"])
+def test_a_log_url_is_fetched_as_the_path_it_was_checked_as_or_refused(tmp_path_factory, site, pieces):
+    tmp_path = tmp_path_factory.mktemp("url")
+    url = site.url + "/" + "/".join(pieces)
+    site.asked.clear()
+    code, stderr, peak_mb = run_attribute(tmp_path, None, False, None, url)
+    assert "Traceback" not in stderr, stderr
+    try:
+        checked = "/" + "/".join(url_key(url).segments)
+    except NotNormal:
+        assert code == 2 and "logs[0].path" in stderr and not site.asked, (code, stderr, site.asked)
+        return
+    assert code == 0, stderr
+    # the server decodes and resolves what it is asked, as many do: it read the file the check saw
+    assert {posixpath.normpath(unquote(urlsplit(asked).path)) for asked in site.asked} <= {checked}, site.asked
+    assert peak_mb < PEAK_RSS_LIMIT_MB
