@@ -122,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="table: aligned columns, long values cut with …; csv; json: one object per line")
     sql.add_argument("--lake", help="lake root whose tables the query sees as lake.logs, lake.events, ... (default from the config)")
     sql.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="stop the query after this long (at most 300)")
+    sql.add_argument("--limit", type=int, default=10_000, metavar="ROWS", help="show at most this many rows (at most 1000000)")
     sql.set_defaults(handler=_sql)
 
     nightly = _command(sub, "nightly", help="attribute every attempt of a catalog that ended on a UTC day (default yesterday)")
@@ -568,20 +569,25 @@ def _report(args) -> int:
 
 def _sql(args) -> int:
     from firstfault.config import resolve_config
-    from firstfault.warehouse.adhoc import MAX_TIMEOUT_S, run_adhoc
+    from firstfault.warehouse.adhoc import MAX_LIMIT, MAX_TIMEOUT_S, run_adhoc
     from firstfault.warehouse.outputs import format_rows
 
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
     if not 0 < args.timeout <= MAX_TIMEOUT_S:
         raise BadInput("--timeout", "timeout", f"must be > 0 and at most {MAX_TIMEOUT_S:g} seconds")
+    if not 0 < args.limit <= MAX_LIMIT:
+        raise BadInput("--limit", "limit", f"must be > 0 and at most {MAX_LIMIT} rows")
     started = time.monotonic()
     try:
-        names, rows = run_adhoc(config.warehouse.path, args.query, config.lake.root, args.timeout)
+        answer = run_adhoc(config.warehouse.path, args.query, config.lake.root, args.timeout, args.limit)
     except FileNotFoundError:
         raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
-    print(format_rows(names, rows, args.format))
+    print(format_rows(answer.names, answer.rows, args.format))
+    rows = len(answer.rows)
     if args.format == "table":
-        print(f"({len(rows)} row{'s' if len(rows) != 1 else ''}, {time.monotonic() - started:.3f} s)", file=sys.stderr)
+        print(f"({rows} row{'s' if rows != 1 else ''}, {time.monotonic() - started:.3f} s)", file=sys.stderr)
+    if answer.more:
+        print(f"firstfault: sql: more than {rows} rows: the first {rows} are shown (--limit)", file=sys.stderr)
     return 0
 
 

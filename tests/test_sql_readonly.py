@@ -2,6 +2,7 @@
 or change the connection's settings are refused with exit status 2 and one line; a long query is stopped; the lake
 is readable as views; a writer waiting for a reader gets the file once the reader's time limit stops it."""
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -50,6 +51,23 @@ def sql(args, query, *extra):
     "CREATE TABLE copied AS SELECT * FROM attributions",
     "CALL pragma_version()",
     "SELECT 1; DROP TABLE attributions",
+    # EXPLAIN ANALYZE runs the statement it explains: in every spelling, whatever the statement
+    "EXPLAIN ANALYZE COPY (SELECT 'forged' AS raw) TO '{root}/lake/forged.parquet'",
+    "EXPLAIN (ANALYZE) COPY (SELECT 'forged' AS raw) TO '{root}/lake/forged.parquet'",
+    "EXPLAIN (FORMAT json, ANALYZE) COPY (SELECT 'forged' AS raw) TO '{root}/lake/forged.parquet'",
+    "EXPLAIN (ANALYZE false) COPY (SELECT 'forged' AS raw) TO '{root}/lake/forged.parquet'",
+    'EXPLAIN ("analyze") COPY (SELECT 1) TO \'{root}/lake/forged.parquet\'',
+    "explain /* a comment */ analyze -- another\n copy (select 1) to '{root}/lake/forged.parquet'",
+    "eXpLaIn AnAlYsE COPY (SELECT 1) TO '{root}/lake/forged.parquet'",
+    "EXPLAIN ANALYZE CREATE TABLE lake.t AS SELECT 1",
+    "EXPLAIN ANALYZE CREATE MACRO lake.m(x) AS x",
+    "EXPLAIN ANALYZE VACUUM",
+    "EXPLAIN ANALYZE CALL pragma_version()",
+    "EXPLAIN ANALYZE SELECT 1",
+    "EXPLAIN COPY (SELECT 1) TO '{root}/lake/forged.parquet'",
+    "EXPLAIN CREATE TABLE lake.t AS SELECT 1",
+    "CREATE TABLE lake.t AS SELECT 1",
+    "EXPLAIN SELECT 1; EXPLAIN ANALYZE VACUUM",
 ])
 def test_writes_outside_reads_and_settings_are_refused(warehouse, query, capsys):
     root, args = warehouse
@@ -70,6 +88,18 @@ def test_writes_outside_reads_and_settings_are_refused(warehouse, query, capsys)
     assert {p: p.stat().st_mtime_ns for p in root.rglob("*.duckdb")} == stamps
 
 
+def test_explain_analyze_never_overwrites_a_lake_file(warehouse, capsys):
+    root, args = warehouse
+    target = sorted((root / "lake" / "events").rglob("*.parquet"))[0]
+    before = target.read_bytes()
+    for form in ("EXPLAIN ANALYZE", "EXPLAIN (ANALYZE)", "explain/**/analyze", "EXPLAIN (FORMAT json, ANALYZE)"):
+        assert sql(args, f"{form} COPY (SELECT 'forged' AS raw) TO '{target}' (FORMAT parquet)") == 2, form
+        assert "EXPLAIN" in capsys.readouterr().err
+    assert target.read_bytes() == before
+    assert sql(args, "SELECT count(*) AS forged FROM lake.events WHERE kind IS NULL", "--format", "csv") == 0
+    assert capsys.readouterr().out.splitlines() == ["forged", "0"]
+
+
 def test_reads_of_the_warehouse_and_the_lake_still_work(warehouse, capsys):
     root, args = warehouse
     assert sql(args, "SELECT verdict FROM attributions", "--format", "csv") == 0
@@ -82,8 +112,11 @@ def test_reads_of_the_warehouse_and_the_lake_still_work(warehouse, capsys):
     assert sql(args, f"SELECT count(*) > 0 AS n FROM read_parquet('{files}')", "--format", "csv") == 0
     assert capsys.readouterr().out.splitlines() == ["n", "True"]
     for query in ("EXPLAIN SELECT * FROM attributions", "DESCRIBE attributions", "SHOW TABLES",
-                  "WITH a AS (SELECT 1 AS x) SELECT * FROM a"):
+                  "WITH a AS (SELECT 1 AS x) SELECT * FROM a", "explain /* plan */ select 1",
+                  "EXPLAIN -- plan\n WITH a AS (SELECT 1 AS x) SELECT * FROM a"):
         assert sql(args, query) == 0, query
+    assert sql(args, "EXPLAIN (FORMAT json) SELECT * FROM lake.logs", "--format", "csv") == 0
+    assert '""name"": ""' in capsys.readouterr().out  # the plan as JSON, not run
 
 
 def test_a_long_query_is_stopped_by_the_time_limit(warehouse, capsys):
@@ -112,3 +145,47 @@ def test_a_writer_waits_for_a_long_reader_instead_of_failing(warehouse):
         if reader.poll() is None:
             reader.kill()
             reader.wait()
+
+
+def run_sql(args, *extra, timeout=120):
+    """`firstfault sql` in its own process: (exit status, stdout, stderr, peak RSS in MB, seconds)."""
+    started = time.monotonic()
+    read, write = os.pipe()
+    try:
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", f"/dev/fd/{write}", sys.executable, "-m", "firstfault.cli",
+                               "sql", *args, *extra], capture_output=True, text=True, timeout=timeout, pass_fds=(write,))
+    finally:
+        os.close(write)
+    with os.fdopen(read) as f:
+        peak_kb = int(f.read().split()[-1])
+    return done.returncode, done.stdout, done.stderr, peak_kb >> 10, time.monotonic() - started
+
+
+def test_a_huge_result_is_cut_at_the_limit_in_bounded_memory(warehouse):
+    _, args = warehouse
+    code, out, err, peak_mb, _ = run_sql(args, "SELECT range AS n, repeat('x', 40) AS pad FROM range(100000000)",
+                                         "--format", "csv")
+    assert code == 0, err
+    assert len(out.splitlines()) == 1 + 10_000 and out.splitlines()[-1].startswith("9999,")
+    assert err.strip() == "firstfault: sql: more than 10000 rows: the first 10000 are shown (--limit)"
+    assert peak_mb < 400, f"peak RSS {peak_mb} MB"
+    code, out, err, _, _ = run_sql(args, "SELECT range AS n FROM range(10)", "--format", "csv", "--limit", "3")
+    assert (code, out.splitlines()) == (0, ["n", "0", "1", "2"]) and "first 3 are shown" in err
+    code, out, err, _, _ = run_sql(args, "SELECT range AS n FROM range(3)", "--format", "csv", "--limit", "3")
+    assert (code, out.splitlines(), err) == (0, ["n", "0", "1", "2"], "")
+    assert sql(args, "SELECT 1", "--limit", "0") == 2
+
+
+def test_a_fifo_in_the_lake_cannot_outlast_the_time_limit(warehouse, tmp_path):
+    root, args = warehouse
+    lake = tmp_path / "lake"
+    shutil.copytree(root / "lake", lake)
+    partition = next((lake / "logs").glob("*/*"))
+    os.mkfifo(partition / "part-fifo.parquet")
+    os.mkfifo(lake / "pipe.csv")
+    args = [*args[:2], "--lake", str(lake)]
+    for query in (f"SELECT * FROM read_csv('{lake}/pipe.csv')", f"SELECT * FROM read_text('{lake}/pipe.csv')",
+                  f"SELECT count(*) FROM read_parquet('{partition}/part-fifo.parquet')"):
+        code, out, err, _, seconds = run_sql(args, "--timeout", "2", query, timeout=60)
+        assert code == 2 and err == "firstfault: <query>: field 'sql': stopped after 2 s (--timeout)\n", (query, err)
+        assert seconds < 15, (query, seconds)
