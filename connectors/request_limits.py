@@ -62,6 +62,17 @@ def check_counts(ctx: AttemptContext, limits: ApiSettings, file: str) -> None:
          "logs, metrics and flight_recorder entries: ")
 
 
+def check_scheduler_facts(ctx: AttemptContext, file: str) -> None:
+    """Refuse the `scheduler` facts that make connectors fetch on the server's own credentials, outside the allowed
+    roots: `pods` (their logs from the Kubernetes API) and `name: kueue` (its recorded status)."""
+    if "pods" in ctx.scheduler:
+        raise BadInput(file, "scheduler.pods", "not accepted in a request: the server would fetch these pods' logs "
+                       "from the Kubernetes API with its own credentials")
+    if str(ctx.scheduler.get("name", "")).strip().lower() == "kueue":
+        raise BadInput(file, "scheduler.name", "'kueue' is not accepted in a request: it stands for the Kueue "
+                       "connector, which reads the Kubernetes API with the server's credentials (send {\"kueue\": \"NS/WL\"})")
+
+
 def check_paths(ctx: AttemptContext, limits: ApiSettings, file: str) -> None:
     """Refuse a context whose paths leave the allowed roots, or match too many files or bytes."""
     roots = Roots.from_settings(limits)

@@ -9,8 +9,8 @@
 
 Errors are JSON `{"error": "..."}`: 400 for bad input (the same one-line message the CLI prints), 401 without the
 bearer token, 404, 413 for a body over `[api] max_body_bytes`, 415 for a body that is not JSON, 503 past
-`[api] timeout_s`, 500 for internal errors (the traceback goes to the server's log; neither it nor a server path
-goes into a response).
+`[api] timeout_s` or when the server is shutting down, 500 for internal errors (the traceback goes to the server's
+log; neither it nor a server path goes into a response).
 
 Trust (docs/security.md): every route but /healthz needs `Authorization: Bearer <[api] token>`; a request names
 files only inside `[api] allowed_roots` and asks for no more work than the `[api]` limits allow.
@@ -19,6 +19,10 @@ Concurrency: the warehouse has one writer at a time, so attributions run one aft
 lock). Inside one process DuckDB also refuses a read-write connection to a file that has read-only connections
 open, and the reverse: reads and the warehouse load share a readers-writer lock, so reads wait only for the short
 load, not for a whole attribution.
+
+Shutdown: SIGTERM or SIGINT answers the attributions in flight with a 503 at once, closes the warehouse to writes
+(a load already under way ends; none starts, so an attribution is stored whole or not at all) and ends the process
+without waiting for the attribution threads: they may be blocked on a slow source.
 """
 from __future__ import annotations
 
@@ -29,10 +33,10 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -42,7 +46,7 @@ from starlette.exceptions import HTTPException
 
 from firstfault.config import ApiSettings, Config
 from firstfault.connectors.registry import resolve_scheduler_specs
-from firstfault.connectors.request_limits import check_base_dir, check_counts, check_paths
+from firstfault.connectors.request_limits import check_base_dir, check_counts, check_paths, check_scheduler_facts
 from firstfault.connectors.static_context import (
     AttemptContext,
     context_from_dict,
@@ -61,14 +65,30 @@ class Busy(Exception):
     """The attribution lock did not come free within the request's time limit."""
 
 
+class ShuttingDown(Exception):
+    """The server is stopping: no warehouse load starts any more."""
+
+
+SHUTTING_DOWN = "the server is shutting down: this attribution was stopped and nothing of it is stored"
+
+
 class ReadWriteLock:
-    """Many readers or one writer; a waiting writer holds back new readers so a busy GET stream cannot starve it."""
+    """Many readers or one writer; a waiting writer holds back new readers so a busy GET stream cannot starve it.
+    Once closed, no write starts (ShuttingDown)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writers_waiting = 0
         self._writing = False
+        self._closed = False
+
+    def close(self, wait_s: float = 0.0) -> None:
+        """Let no write start from now on; wait up to `wait_s` for one under way to end."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: not self._writing, wait_s)
 
     @contextmanager
     def reading(self) -> Iterator[None]:
@@ -86,8 +106,11 @@ class ReadWriteLock:
     def writing(self) -> Iterator[None]:
         with self._cond:
             self._writers_waiting += 1
-            self._cond.wait_for(lambda: not self._writing and self._readers == 0)
+            self._cond.wait_for(lambda: self._closed or (not self._writing and self._readers == 0))
             self._writers_waiting -= 1
+            if self._closed:
+                self._cond.notify_all()
+                raise ShuttingDown()
             self._writing = True
         try:
             yield
@@ -110,7 +133,8 @@ class Attributor:
         """Attribute a request; Busy when the attribution lock is not free before `deadline` (time.monotonic())."""
         if not isinstance(body, dict):
             raise BadInput(REQUEST, None, "must be a JSON object: a static context or one of " + ", ".join(SCHEDULER_KEYS))
-        scheduled = [k for k in SCHEDULER_KEYS if k in body]
+        # a `scheduler` mapping is the static context's own key (docs/static-context.md); a string is a scheduler id
+        scheduled = [k for k in SCHEDULER_KEYS if k in body and not (k == "scheduler" and isinstance(body[k], dict))]
         limits = self.config.api
         if not scheduled:  # checked before the lock: a refused request never waits behind another
             contexts = [_static_context(body, limits)]
@@ -127,6 +151,10 @@ class Attributor:
             self._attribution.release()
         verdicts = self.verdicts([c.attempt_id for c in contexts])
         return verdicts if scheduled else verdicts[0]
+
+    def stop(self, wait_s: float = 0.0) -> None:
+        """Store no more attributions; wait up to `wait_s` for a warehouse load under way to end."""
+        self._warehouse.close(wait_s)
 
     def verdicts(self, attempt_ids: list[str]) -> list[dict]:
         """Stored verdicts (FileNotFoundError when the warehouse does not exist yet)."""
@@ -158,6 +186,7 @@ def _static_context(body: dict, limits: ApiSettings) -> AttemptContext:
         check_base_dir(base, limits, REQUEST)
     ctx = context_from_dict(doc, REQUEST, base)
     check_counts(ctx, limits, REQUEST)
+    check_scheduler_facts(ctx, REQUEST)
     check_paths(ctx, limits, REQUEST)
     return ctx
 
@@ -190,15 +219,25 @@ def is_loopback(host: str) -> bool:
 
 
 def create_app(config: Config, token: str | None) -> FastAPI:
-    """The app; `token` None serves without authentication (only ever on a loopback address, `--no-auth`)."""
+    """The app; `token` None serves without authentication (only ever on a loopback address, `--no-auth`).
+    `app.state.stop(wait_s)` starts its shutdown (from a signal handler too)."""
     attributor = Attributor(config)
     limits = config.api
     expected = f"Bearer {token}".encode() if token is not None else None
-    # attributions run here, not in Starlette's pool: a request past its time limit is answered while its thread goes on
-    workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="firstfault-attribute")
+    stopping = asyncio.Event()
     # /docs and /redoc would load Swagger UI's scripts from a CDN: off; /openapi.json stays (behind the token)
     app = FastAPI(title="firstfault", description="Why did this training attempt fail? (verdicts as in docs/verdict.md)",
                   docs_url=None, redoc_url=None)
+
+    def stop(wait_s: float = 0.0) -> None:
+        attributor.stop(wait_s)
+        try:
+            loop = asyncio.get_running_loop()  # the server's, when a signal handler calls this
+        except RuntimeError:  # the server has ended: no request waits any more
+            return
+        loop.call_soon_threadsafe(stopping.set)
+
+    app.state.stop = stop
 
     def reply(status: int, content: Any, headers: dict | None = None) -> Response:
         # the verdict exactly as `attribute --json` serialises it (Starlette's JSONResponse differs on NaN and non-JSON types)
@@ -247,11 +286,24 @@ def create_app(config: Config, token: str | None) -> FastAPI:
         except RecursionError:
             raise BadInput(REQUEST, None, "not valid JSON: nested too deeply") from None
         # attribution blocks (files, DuckDB, maybe a scheduler's API): off the event loop, one at a time
-        work = asyncio.get_running_loop().run_in_executor(workers, attributor.attribute, body, deadline)
+        work = _in_daemon_thread(attributor.attribute, body, deadline)
+        shutdown = asyncio.ensure_future(stopping.wait())
         try:
-            return reply(200, await asyncio.wait_for(work, max(0.0, deadline - time.monotonic())))
-        except (asyncio.TimeoutError, Busy):
+            await asyncio.wait({work, shutdown}, timeout=max(0.0, deadline - time.monotonic()),
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            shutdown.cancel()
+        try:
+            if work.done():
+                return reply(200, work.result())
+        except ShuttingDown:
+            pass
+        except Busy:
             return reply(503, {"error": f"not done within this server's limit of {limits.timeout_s:g} s ([api] timeout_s)"})
+        if stopping.is_set():
+            return reply(503, {"error": SHUTTING_DOWN})
+        work.cancel()
+        return reply(503, {"error": f"not done within this server's limit of {limits.timeout_s:g} s ([api] timeout_s)"})
 
     @app.get("/v1/attempts/{attempt_id:path}")
     def get_attempt(attempt_id: str) -> Response:
@@ -264,6 +316,30 @@ def create_app(config: Config, token: str | None) -> FastAPI:
         return reply(200, found[0])
 
     return app
+
+
+def _in_daemon_thread(work: Callable, *args) -> asyncio.Future:
+    """`work(*args)` in a thread of its own, as a future of the running loop. A daemon thread: the process ends
+    without waiting for an attribution still blocked on a slow source (its answer, if it comes, has nowhere to go)."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(outcome: Any, failed: bool) -> None:
+        if not future.done():  # answered already: timed out or shutting down
+            (future.set_exception if failed else future.set_result)(outcome)
+
+    def run() -> None:
+        try:
+            outcome, failed = work(*args), False
+        except Exception as e:
+            outcome, failed = e, True
+        try:
+            loop.call_soon_threadsafe(settle, outcome, failed)
+        except RuntimeError:  # the loop is closed: the server has stopped
+            pass
+
+    threading.Thread(target=run, name="firstfault-attribute", daemon=True).start()
+    return future
 
 
 async def _read_body(request: Request, limit: int) -> bytes | None:
@@ -280,9 +356,23 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
     return b"".join(parts)
 
 
-# after SIGTERM, requests in flight get this long; uvicorn then raises the signal again and the process ends, an
-# attribution still running with it (its attempt is not stored: the warehouse load is one transaction)
+# after SIGTERM, requests in flight get this long (attributions are answered at once); uvicorn then raises the
+# signal again and the process ends, an attribution still running with it
 _SHUTDOWN_GRACE_S = 10
+# how long the process waits at its end for a warehouse load under way (one transaction, short)
+_LOAD_WAIT_S = 5
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server that starts the app's shutdown (`app.state.stop`) as soon as a signal asks it to stop."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]):
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
 
 
 def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8080, no_auth: bool = False,
@@ -300,4 +390,11 @@ def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8080, no_auth:
                 "max_bytes_per_attempt", "timeout_s"):
         if getattr(config.api, key) <= 0:
             raise BadInput(config_file, f"api.{key}", "must be > 0")
-    uvicorn.run(create_app(config, token), host=host, port=port, timeout_graceful_shutdown=_SHUTDOWN_GRACE_S)
+    app = create_app(config, token)
+    server = _Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=_SHUTDOWN_GRACE_S), app.state.stop)
+    try:
+        server.run()
+    finally:
+        app.state.stop(_LOAD_WAIT_S)
+    if not server.started:  # the port is taken, the address is not this host's: uvicorn logged why
+        raise SystemExit(uvicorn.config.STARTUP_FAILURE)

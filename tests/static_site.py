@@ -1,5 +1,6 @@
 """A plain file server on 127.0.0.1 (the standard library's, which decodes `%2e%2e` and `%2f` and resolves `..` as
-many servers do) over a folder with `/logs` and `/secret`; every path asked for is recorded."""
+many servers do) over a folder with `/logs` and `/secret`; every path asked for is recorded. With `stall_reads`,
+a read of a file's bytes (a GET with a Range, as fsspec reads) waits until `release()`: a fetch that hangs."""
 from __future__ import annotations
 
 import functools
@@ -12,17 +13,24 @@ XID = "Nov 29 01:10:02 {node} kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fa
 
 
 class StaticSite:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, stall_reads: bool = False):
         (root / "logs").mkdir(parents=True, exist_ok=True)
         (root / "secret").mkdir(exist_ok=True)
         (root / "logs" / "node-01.log").write_text(XID.format(node="node-01", marker="public"))
         (root / "secret" / "node-02.log").write_text(XID.format(node="node-02", marker=SECRET))
         self.asked: list[str] = []
+        self.stalled = threading.Event()  # a read is waiting
+        self._released = threading.Event()
+        if not stall_reads:
+            self._released.set()
         site = self
 
         class Handler(SimpleHTTPRequestHandler):
             def send_head(self):
                 site.asked.append(self.path)
+                if self.command == "GET" and self.headers.get("Range") and not site._released.is_set():
+                    site.stalled.set()
+                    site._released.wait(120)
                 return super().send_head()
 
             def log_message(self, *args):
@@ -36,6 +44,10 @@ class StaticSite:
         self._thread.start()
         return self
 
+    def release(self) -> None:
+        self._released.set()
+
     def __exit__(self, *exc) -> None:
+        self.release()
         self._server.shutdown()
         self._server.server_close()

@@ -122,6 +122,28 @@ def test_bad_request_is_400_naming_the_field(api, body, names):
     assert reply["error"].startswith("request body: ") and names in reply["error"]
 
 
+START = "2026-11-29T01:00:00Z"
+
+
+def test_a_scheduler_mapping_makes_a_static_context_and_a_string_a_scheduler_id(api):
+    facts = {"name": "slurm", "ref": "4242", "partition": "gpu"}
+    status, verdict = api.request("POST", "/v1/attribute", {"workload_id": "w", "start": START, "nodes": ["n1"], "scheduler": facts})
+    assert status == 200 and verdict["attempt_id"] == "default/w/0", verdict
+    status, reply = api.request("POST", "/v1/attribute", {"scheduler": "slurm:4242"})
+    assert status == 400 and "field 'scheduler': no 'slurm' scheduler connector is enabled" in reply["error"]
+
+
+@pytest.mark.parametrize(("scheduler", "names"), [
+    ({"pods": [{"namespace": "ml", "name": "p-0", "node": "n1", "containers": ["trainer"]}]}, "field 'scheduler.pods'"),
+    ({"pods": []}, "field 'scheduler.pods'"),
+    ({"name": "kueue", "ref": "ml/w"}, "field 'scheduler.name'"),
+    ({"name": " Kueue "}, "field 'scheduler.name'"),
+])
+def test_a_posted_context_cannot_make_the_server_fetch_from_kubernetes(api, scheduler, names):
+    status, reply = api.request("POST", "/v1/attribute", {"workload_id": "w", "start": START, "nodes": ["n1"], "scheduler": scheduler})
+    assert status == 400 and names in reply["error"] and "Kubernetes" in reply["error"], reply
+
+
 def test_internal_error_is_500_json_without_traceback(tmp_path):
     broken = tmp_path / "warehouse-is-a-folder"
     broken.mkdir()

@@ -1,16 +1,21 @@
 """`firstfault api` as an attacker sees it: real requests that must be refused (token, paths, sizes, counts, time),
 and a server that will not start unprotected and stops on SIGTERM."""
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 import yaml
 
+from conftest import warehouse_rows
 from firstfault.cli import main
 from firstfault.config import ApiSettings, resolve_config
 from firstfault.connectors.request_limits import Roots
@@ -161,13 +166,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_sigterm_stops_the_server(tmp_path):
+@contextmanager
+def api_process(tmp_path, api_settings=""):
+    """`firstfault api` in its own process, serving once it answers; yields (process, base URL); killed at the end."""
     (tmp_path / "token").write_text("file-token\n")
-    (tmp_path / "firstfault.toml").write_text('[api]\ntoken_file = "token"\n')
+    (tmp_path / "firstfault.toml").write_text(f'[api]\ntoken_file = "token"\n{api_settings}')
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "firstfault.cli", "api", "--port", str(port), "--config",
-                             str(tmp_path / "firstfault.toml"), "--warehouse", str(tmp_path / "w.duckdb")],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             str(tmp_path / "firstfault.toml"), "--warehouse", str(tmp_path / "w.duckdb"), "--lake",
+                             str(tmp_path / "lake")], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -179,12 +186,48 @@ def test_sigterm_stops_the_server(tmp_path):
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() is not None else "slow"
                 time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 128 + signal.SIGTERM  # the CLI's exit status for SIGTERM
+        yield proc, f"http://127.0.0.1:{port}"
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_sigterm_stops_the_server(tmp_path):
+    with api_process(tmp_path) as (proc, _):
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 128 + signal.SIGTERM  # the CLI's exit status for SIGTERM
+
+
+def post(url, body):
+    """(status, Content-Type, body) of a POST with the token."""
+    req = urllib.request.Request(url + "/v1/attribute", data=json.dumps(body).encode(), method="POST", headers={
+        "Content-Type": "application/json", "Authorization": "Bearer file-token"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as response:
+            return response.status, response.headers["Content-Type"], response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["Content-Type"], e.read()
+
+
+@pytest.mark.parametrize("read_goes_on", [False, True], ids=["read-hangs", "read-goes-on"])
+def test_sigterm_during_an_attribution_ends_it_within_10_s_answers_json_and_stores_nothing(tmp_path, read_goes_on):
+    with StaticSite(tmp_path / "site", stall_reads=True) as site, \
+            api_process(tmp_path, f'allowed_roots = ["{site.url}/logs"]\n') as (proc, url), ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(post, url, context(nodes=["node-01"], logs=[{"source": "syslog", "path": site.url + "/logs/node-01.log"}]))
+        assert site.stalled.wait(60), "the attribution never read its log"
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        if read_goes_on:  # the attribution goes on to its load while the server stops: it must not store
+            site.release()
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        assert time.monotonic() - started < 10
+        status, media_type, reply = answer.result(timeout=30)
+    assert status == 503 and media_type == "application/json", (status, reply)
+    assert "shutting down" in json.loads(reply)["error"]
+    assert "Traceback" not in proc.stderr.read().decode()
+    stored = warehouse_rows(tmp_path / "w.duckdb", "SELECT attempt_id FROM attributions") if (tmp_path / "w.duckdb").exists() else []
+    assert stored == []
 
 
 def test_url_paths_only_under_a_listed_url_prefix():
