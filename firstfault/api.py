@@ -293,17 +293,18 @@ def create_app(config: Config, token: str | None) -> FastAPI:
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             shutdown.cancel()
+        late = reply(503, {"error": f"not done within this server's limit of {limits.timeout_s:g} s ([api] timeout_s)"})
         try:
             if work.done():
                 return reply(200, work.result())
         except ShuttingDown:
-            pass
+            return reply(503, {"error": SHUTTING_DOWN})
         except Busy:
-            return reply(503, {"error": f"not done within this server's limit of {limits.timeout_s:g} s ([api] timeout_s)"})
+            return late
         if stopping.is_set():
             return reply(503, {"error": SHUTTING_DOWN})
         work.cancel()
-        return reply(503, {"error": f"not done within this server's limit of {limits.timeout_s:g} s ([api] timeout_s)"})
+        return late
 
     @app.get("/v1/attempts/{attempt_id:path}")
     def get_attempt(attempt_id: str) -> Response:
