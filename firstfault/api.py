@@ -52,6 +52,7 @@ from firstfault.connectors.static_context import (
     context_from_dict,
     load_static_context,
 )
+from firstfault.connectors.urls import follow_no_redirects
 from firstfault.errors import BadInput
 from firstfault.run import load_rule_set, run_attempts
 from firstfault.warehouse.read import stored_verdicts
@@ -391,6 +392,7 @@ def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8080, no_auth:
                 "max_bytes_per_attempt", "timeout_s"):
         if getattr(config.api, key) <= 0:
             raise BadInput(config_file, f"api.{key}", "must be > 0")
+    follow_no_redirects()
     app = create_app(config, token)
     server = _Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=_SHUTDOWN_GRACE_S), app.state.stop)
     try:

@@ -1,6 +1,7 @@
 """A plain file server on 127.0.0.1 (the standard library's, which decodes `%2e%2e` and `%2f` and resolves `..` as
 many servers do) over a folder with `/logs` and `/secret`; every path asked for is recorded. With `stall_reads`,
-a read of a file's bytes (a GET with a Range, as fsspec reads) waits until `release()`: a fetch that hangs."""
+a read of a file's bytes (a GET with a Range, as fsspec reads) waits until `release()`: a fetch that hangs.
+`/logs/moved.log` redirects to `/secret/node-02.log`."""
 from __future__ import annotations
 
 import functools
@@ -28,6 +29,12 @@ class StaticSite:
         class Handler(SimpleHTTPRequestHandler):
             def send_head(self):
                 site.asked.append(self.path)
+                if self.path == "/logs/moved.log":
+                    self.send_response(302)
+                    self.send_header("Location", "/secret/node-02.log")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
                 if self.command == "GET" and self.headers.get("Range") and not site._released.is_set():
                     site.stalled.set()
                     site._released.wait(120)

@@ -199,6 +199,15 @@ def test_sigterm_stops_the_server(tmp_path):
         assert proc.wait(timeout=20) == 128 + signal.SIGTERM  # the CLI's exit status for SIGTERM
 
 
+def test_the_server_follows_no_redirect_out_of_a_url_root(tmp_path, site):
+    with api_process(tmp_path, f'allowed_roots = ["{site.url}/logs"]\n') as (proc, url):
+        status, _, reply = post(url, context(nodes=["node-02"], logs=[{"source": "syslog", "path": site.url + "/logs/moved.log"}]))
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert status in (200, 400) and SECRET.encode() not in reply, reply
+    assert "/logs/moved.log" in site.asked and not any("secret" in asked for asked in site.asked), site.asked
+
+
 def post(url, body):
     """(status, Content-Type, body) of a POST with the token."""
     req = urllib.request.Request(url + "/v1/attribute", data=json.dumps(body).encode(), method="POST", headers={
