@@ -569,7 +569,7 @@ def _report(args) -> int:
 
 def _sql(args) -> int:
     from firstfault.config import resolve_config
-    from firstfault.warehouse.adhoc import MAX_LIMIT, MAX_TIMEOUT_S, run_adhoc
+    from firstfault.warehouse.adhoc import MAX_LIMIT, MAX_TIMEOUT_S, QueryLeftBehind, run_adhoc
     from firstfault.warehouse.outputs import format_rows
 
     config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
@@ -582,6 +582,9 @@ def _sql(args) -> int:
         answer = run_adhoc(config.warehouse.path, args.query, config.lake.root, args.timeout, args.limit)
     except FileNotFoundError:
         raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
+    except QueryLeftBehind as e:  # the interpreter's teardown would close DuckDB, which waits for the blocked read
+        print(f"firstfault: {e}", file=sys.stderr, flush=True)
+        os._exit(2)
     print(format_rows(answer.names, answer.rows, args.format))
     rows = len(answer.rows)
     if args.format == "table":

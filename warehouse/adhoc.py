@@ -5,8 +5,9 @@ runs: DuckDB's parser decides the statement's type, and an EXPLAIN is run as one
 explains, so no spelling of ANALYZE (which runs the statement: COPY, CREATE, CALL, VACUUM) reaches DuckDB. At most
 `limit` rows come back, fetched as the query streams them. The whole query, from binding the lake's views to the
 last row, runs within its time limit, so a reader never holds the warehouse long enough to fail a nightly load
-waiting for it (store.WRITER_WAIT_S): a timer interrupts DuckDB, and a read blocked where no interrupt reaches (a
-FIFO opened inside the lake) is left to the ending process."""
+waiting for it (store.WRITER_WAIT_S): DuckDB is interrupted at the limit, and a read blocked where no interrupt
+reaches (a FIFO opened inside the lake) is left behind: QueryLeftBehind tells the caller to end the process without
+closing DuckDB, whose teardown would wait for that read."""
 from __future__ import annotations
 
 import os
@@ -26,6 +27,10 @@ MAX_LIMIT = 1_000_000
 # after the interrupt, how long a query gets to unwind before it is reported stopped and left behind
 _INTERRUPT_GRACE_S = 1.0
 _TOKEN = duckdb.token_type
+
+
+class QueryLeftBehind(BadInput):
+    """The query was stopped at its time limit, but a read it started is blocked where no interrupt reaches."""
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,9 @@ def run_adhoc(path: str, sql: str, lake_root: str | None, timeout_s: float = DEF
     if worker.is_alive():
         con.interrupt()
         worker.join(_INTERRUPT_GRACE_S)
-    if worker.is_alive():  # closing the connection would wait for the blocked read: it goes with the process
-        raise BadInput(QUERY, "sql", f"stopped after {timeout_s:g} s (--timeout)")
-    con.close()
+    # closing the connection waits for every read it started: one blocked is left with it to the ending process
+    if worker.is_alive() or not _closed_within(con, _INTERRUPT_GRACE_S):
+        raise QueryLeftBehind(QUERY, "sql", f"stopped after {timeout_s:g} s (--timeout)")
     result = outcome[0]
     if isinstance(result, duckdb.InterruptException):
         raise BadInput(QUERY, "sql", f"stopped after {timeout_s:g} s (--timeout)")
@@ -66,6 +71,13 @@ def run_adhoc(path: str, sql: str, lake_root: str | None, timeout_s: float = DEF
     if isinstance(result, BaseException):
         raise result
     return result
+
+
+def _closed_within(con: duckdb.DuckDBPyConnection, wait_s: float) -> bool:
+    closer = threading.Thread(target=con.close, name="firstfault-sql-close", daemon=True)
+    closer.start()
+    closer.join(wait_s)
+    return not closer.is_alive()
 
 
 def _answer(con: duckdb.DuckDBPyConnection, sql: str, lake: str | None, limit: int) -> Answer:
