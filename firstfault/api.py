@@ -22,7 +22,8 @@ load, not for a whole attribution.
 
 Shutdown: SIGTERM or SIGINT answers the attributions in flight with a 503 at once, closes the warehouse to writes
 (a load already under way ends; none starts, so an attribution is stored whole or not at all) and ends the process
-without waiting for the attribution threads: they may be blocked on a slow source.
+without waiting for the attribution threads: they may be blocked on a slow source, or inside DuckDB, whose teardown
+at the interpreter's exit would wait for them (so the process ends at once when one is still running).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import hmac
 import ipaddress
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -226,6 +228,7 @@ def create_app(config: Config, token: str | None) -> FastAPI:
     limits = config.api
     expected = f"Bearer {token}".encode() if token is not None else None
     stopping = asyncio.Event()
+    attributions: set[threading.Thread] = set()
     # /docs and /redoc would load Swagger UI's scripts from a CDN: off; /openapi.json stays (behind the token)
     app = FastAPI(title="firstfault", description="Why did this training attempt fail? (verdicts as in docs/verdict.md)",
                   docs_url=None, redoc_url=None)
@@ -239,6 +242,7 @@ def create_app(config: Config, token: str | None) -> FastAPI:
         loop.call_soon_threadsafe(stopping.set)
 
     app.state.stop = stop
+    app.state.attributing = lambda: any(t.is_alive() for t in list(attributions))
 
     def reply(status: int, content: Any, headers: dict | None = None) -> Response:
         # the verdict exactly as `attribute --json` serialises it (Starlette's JSONResponse differs on NaN and non-JSON types)
@@ -287,7 +291,7 @@ def create_app(config: Config, token: str | None) -> FastAPI:
         except RecursionError:
             raise BadInput(REQUEST, None, "not valid JSON: nested too deeply") from None
         # attribution blocks (files, DuckDB, maybe a scheduler's API): off the event loop, one at a time
-        work = _in_daemon_thread(attributor.attribute, body, deadline)
+        work = _in_daemon_thread(attributions, attributor.attribute, body, deadline)
         shutdown = asyncio.ensure_future(stopping.wait())
         try:
             await asyncio.wait({work, shutdown}, timeout=max(0.0, deadline - time.monotonic()),
@@ -320,9 +324,10 @@ def create_app(config: Config, token: str | None) -> FastAPI:
     return app
 
 
-def _in_daemon_thread(work: Callable, *args) -> asyncio.Future:
-    """`work(*args)` in a thread of its own, as a future of the running loop. A daemon thread: the process ends
-    without waiting for an attribution still blocked on a slow source (its answer, if it comes, has nowhere to go)."""
+def _in_daemon_thread(running: set[threading.Thread], work: Callable, *args) -> asyncio.Future:
+    """`work(*args)` in a thread of its own (in `running` while it runs), as a future of the running loop. A daemon
+    thread: the process ends without waiting for an attribution still blocked on a slow source (its answer, if it
+    comes, has nowhere to go)."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
 
@@ -335,12 +340,16 @@ def _in_daemon_thread(work: Callable, *args) -> asyncio.Future:
             outcome, failed = work(*args), False
         except Exception as e:
             outcome, failed = e, True
+        finally:
+            running.discard(threading.current_thread())
         try:
             loop.call_soon_threadsafe(settle, outcome, failed)
         except RuntimeError:  # the loop is closed: the server has stopped
             pass
 
-    threading.Thread(target=run, name="firstfault-attribute", daemon=True).start()
+    thread = threading.Thread(target=run, name="firstfault-attribute", daemon=True)
+    running.add(thread)
+    thread.start()
     return future
 
 
@@ -363,6 +372,16 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
 _SHUTDOWN_GRACE_S = 10
 # how long the process waits at its end for a warehouse load under way (one transaction, short)
 _LOAD_WAIT_S = 5
+
+
+def _end_now(reason: BaseException | None) -> None:
+    """End the process at once (its attribution threads with it), with the line and status the command line gives
+    for `reason`: Ctrl-C 130, SIGTERM 143."""
+    if reason is None:
+        os._exit(0)
+    interrupted = isinstance(reason, KeyboardInterrupt)
+    print(f"firstfault: {'interrupted' if interrupted else 'terminated'}", file=sys.stderr, flush=True)
+    os._exit(130 if interrupted else 143)
 
 
 class _Server(uvicorn.Server):
@@ -395,9 +414,15 @@ def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8080, no_auth:
     follow_no_redirects()
     app = create_app(config, token)
     server = _Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=_SHUTDOWN_GRACE_S), app.state.stop)
+    ended_by: BaseException | None = None
     try:
         server.run()
+    except BaseException as e:  # the signal, raised again by uvicorn once it has stopped
+        ended_by = e
+        raise
     finally:
         app.state.stop(_LOAD_WAIT_S)
+        if app.state.attributing():
+            _end_now(ended_by)
     if not server.started:  # the port is taken, the address is not this host's: uvicorn logged why
         raise SystemExit(uvicorn.config.STARTUP_FAILURE)
