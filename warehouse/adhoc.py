@@ -61,11 +61,12 @@ def run_adhoc(path: str, sql: str, lake_root: str | None, timeout_s: float = DEF
         con.interrupt()
         worker.join(_INTERRUPT_GRACE_S)
     # closing the connection waits for every read it started: one blocked is left with it to the ending process
+    stopped = f"stopped after {timeout_s:g} s (--timeout)"
     if worker.is_alive() or not _closed_within(con, _INTERRUPT_GRACE_S):
-        raise QueryLeftBehind(QUERY, "sql", f"stopped after {timeout_s:g} s (--timeout)")
+        raise QueryLeftBehind(QUERY, "sql", stopped)
     result = outcome[0]
     if isinstance(result, duckdb.InterruptException):
-        raise BadInput(QUERY, "sql", f"stopped after {timeout_s:g} s (--timeout)")
+        raise BadInput(QUERY, "sql", stopped)
     if isinstance(result, duckdb.Error):
         raise BadInput(QUERY, "sql", str(result).splitlines()[0])
     if isinstance(result, BaseException):
