@@ -3,6 +3,7 @@ interrupted by SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
@@ -84,8 +85,23 @@ def _set_verbosity(level: int) -> None:
         logger.addHandler(handler)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line naming the argument (exit 2); a mistyped choice names the closest valid one.
+    Subcommands are built with this class too (argparse uses the parent's class for them)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise argparse.ArgumentError(action, f"invalid choice {value!r}: {hint}choose from {', '.join(choices)}")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="firstfault", description="Why did this training attempt fail?",
+    parser = _Parser(prog="firstfault", description="Why did this training attempt fail?",
                                      formatter_class=_HelpFormatter, epilog=EXAMPLES[""])
     parser.add_argument("--version", action=_Version)
     _add_verbosity_flags(parser, default=0)
@@ -242,11 +258,11 @@ class _Version(argparse.Action):
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Options show their default when there is one worth reading; examples (the epilog) keep their lines."""
+    """Options that take a value show their default when there is one worth reading (flags never); examples (the epilog) keep their lines."""
 
     def _get_help_string(self, action):
         unset = action.default is None or action.default is False or action.default == [] or action.default == argparse.SUPPRESS
-        if unset or action.help is None or "default" in action.help:  # no default, or the help already says it
+        if unset or action.nargs == 0 or action.help is None or "default" in action.help:  # no default, or the help already says it
             return action.help
         return super()._get_help_string(action)
 
@@ -271,7 +287,9 @@ EXAMPLES = {
     "fleet": "firstfault fleet rebuild --topology topology.yaml",
     "fleet rebuild": "firstfault fleet rebuild --warehouse firstfault.duckdb --topology topology.yaml --day 2026-11-29",
     "init": "firstfault init && $EDITOR firstfault.toml",
-    "completion": 'firstfault completion bash > ~/.local/share/bash-completion/completions/firstfault\n'
+    "completion": "mkdir -p ~/.local/share/bash-completion/completions  # Debian's bash-completion reads it\n"
+                  "  firstfault completion bash > ~/.local/share/bash-completion/completions/firstfault\n"
+                  "  # without the bash-completion package: source <(firstfault completion bash) in ~/.bashrc\n"
                   '  firstfault completion zsh > "${fpath[1]}/_firstfault"',
 }
 

@@ -274,6 +274,10 @@ def locked_nights(config: Config, days: Sequence[date], catalog: str | None = No
         with progress.stage("nightly: discover") as discovered:
             plans = plan_nights(config, days, catalog, force, shards, first_run_id=run_id)
             discovered.advance(sum(plan.found for plan in plans))
+        for plan in plans:
+            log.info("nightly %s: %d found, %d unchanged, %d to do in %d shards; catalog %s; warehouse %s", plan.run_date,
+                     plan.found, len(plan.skipped), len(plan.todo), len(plan.shards),
+                     ", ".join(catalog_patterns(config, catalog)) or "from the schedulers", config.warehouse.path)
         yield plans
 
 

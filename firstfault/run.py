@@ -1,6 +1,7 @@
 """The plain functions a run is made of; flows only wire them (land -> attribute -> load)."""
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -34,6 +35,8 @@ from firstfault.workers import process_pool
 from firstfault.transforms.extract import PatternError, load_patterns
 from firstfault.warehouse.read import workload_history
 from firstfault.warehouse.store import load_attempts
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
     if workers <= 1:  # one process lands them; a big application log is landed in parts by one process per core
         lake = Lake(config.lake.root, config.lake.storage_options())
         part_workers = (config.landing.workers or os.cpu_count() or 1) if parallel else 1
-        return land_attempts(contexts, lake, patterns, config.landing, sources, on_error, part_workers)
+        return _logged(land_attempts(contexts, lake, patterns, config.landing, sources, on_error, part_workers), lake)
     # big inputs only get here: worth a progress line, and their sizes were just listed to choose the workers
     with progress.stage("land", total=len(contexts)) as landed, process_pool(workers) as pool:
         futures = [pool.submit(_land_one, ctx, config, patterns, sources) for ctx in contexts]
@@ -86,7 +89,15 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
                     raise
                 on_error(ctx, e)
             landed.advance(1, size)
-        return results
+        return _logged(results, Lake(config.lake.root, config.lake.storage_options()))
+
+
+def _logged(results: list[LandingResult], lake: Lake) -> list[LandingResult]:
+    """`-v`: what each attempt landed, and where."""
+    for r in results:
+        log.info("land: %s: %d lines, %d events, %d metric rows from %d inputs into %s", r.attempt_id, r.log_rows,
+                 r.event_rows, r.metric_rows, len(r.reports), lake.root)
+    return results
 
 
 def _land_one(ctx: AttemptContext, config: Config, patterns, sources) -> LandingResult:
@@ -195,6 +206,7 @@ def store(config: Config, result: AttributionTables, flow: str, started_at: date
         "rules_version": result.rules_version, "lake_root": config.lake.root,
     }
     load_attempts(config.warehouse.path, result.tables, run)
+    log.info("load: %d attempt%s into %s", attempts, "" if attempts == 1 else "s", config.warehouse.path)
 
 
 def run_attempts(contexts: Sequence[AttemptContext], config: Config, *, flow: str, rules: RuleSet | None = None,

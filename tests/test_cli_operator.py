@@ -157,6 +157,13 @@ def test_bash_completion_completes_commands_options_and_choices(capsys, line, ex
     assert expected <= set(done.stdout.split()), done.stdout
 
 
+def test_bash_completion_says_where_it_goes_on_a_fresh_system(capsys):
+    assert main(["completion", "bash"]) == 0
+    header = [line for line in capsys.readouterr().out.splitlines() if line.startswith("#")]
+    assert any("mkdir -p ~/.local/share/bash-completion/completions" in line for line in header)
+    assert any("source <(firstfault completion bash)" in line for line in header)
+
+
 def test_zsh_completion_loads_the_bash_function(capsys):
     assert main(["completion", "zsh"]) == 0
     script = capsys.readouterr().out
@@ -235,5 +242,60 @@ def test_verbose_shows_info_lines_and_quiet_hides_warnings(tmp_path, capsys):
         log.warning("shown")
         err = capsys.readouterr().err
         assert "not shown" not in err and "firstfault: WARNING: shown" in err
+    finally:
+        logging.getLogger("firstfault").setLevel(logging.NOTSET)
+
+
+# --- usage errors: one line naming the argument, exit 2 ---------------------------------------------------------------
+
+def usage_error(capsys, *args) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(list(args))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_a_mistyped_command_is_one_line_with_the_close_match(capsys):
+    err = usage_error(capsys, "atribute", "--static", "x.yaml")
+    assert err.startswith("firstfault: ") and "'atribute'" in err and "did you mean 'attribute'?" in err
+    assert "did you mean" not in usage_error(capsys, "zzzz")
+    assert "did you mean 'test'?" in usage_error(capsys, "rules", "tset")
+
+
+def test_a_usage_error_of_a_subcommand_is_one_line_naming_the_argument(capsys):
+    err = usage_error(capsys, "attribute", "--static", "x.yaml", "--slurm", "42")
+    assert err.startswith("firstfault attribute: ") and "--slurm" in err and "--static" in err and "--help" in err
+    err = usage_error(capsys, "sql", "SELECT 1", "--format", "xml")
+    assert err.startswith("firstfault sql: ") and "--format" in err and "'xml'" in err
+    err = usage_error(capsys, "simulate")
+    assert err.startswith("firstfault simulate: ") and "--out" in err
+
+
+def test_help_shows_no_default_for_flags():
+    text = " ".join(_parser().format_help().split())
+    assert "-q, --quiet print errors and results only: no progress, no warnings -v" in text
+    assert "(default: 0)" not in text and "(default: False)" not in text
+
+
+def test_verbose_attribute_and_nightly_print_info_lines(demo_dir, tmp_path, capsys):
+    import logging
+
+    spec = str(demo_dir / "attempts" / "time-limit" / "attempt.yaml")
+    where = ["--warehouse", str(tmp_path / "w.duckdb"), "--lake", str(tmp_path / "lake")]
+    try:
+        rc, _, quiet_err = run(capsys, "attribute", "--static", spec, *where)
+        assert rc == 0 and "INFO" not in quiet_err
+        rc, _, err = run(capsys, "attribute", "-v", "--static", spec, *where)
+        assert rc == 0
+        info = [line for line in err.splitlines() if line.startswith("firstfault: INFO: ")]
+        assert any("demo/demo-time-limit/0" in line and "lines" in line for line in info), err
+        assert any(str(tmp_path / "w.duckdb") in line for line in info), err
+        rc, _, err = run(capsys, "-v", "nightly", "--date", "2026-11-29", "--catalog", str(demo_dir / "attempts" / "time-limit"),
+                         "--prefect", "never", *where)
+        assert rc == 0
+        info = [line for line in err.splitlines() if line.startswith("firstfault: INFO: ")]
+        assert any("1 found" in line for line in info) and any(str(tmp_path / "w.duckdb") in line for line in info), err
     finally:
         logging.getLogger("firstfault").setLevel(logging.NOTSET)
