@@ -41,7 +41,7 @@ def test_a_second_nightly_on_the_same_warehouse_is_refused_naming_the_holder(tmp
     # the holder died without releasing anything: its lock is taken over
     assert json.loads(lock_path(str(tmp_path / "wh.duckdb")).read_text())["run_id"] == "run-holding-it"
     assert main(args) == 0, capsys.readouterr().err
-    assert lock_path(str(tmp_path / "wh.duckdb")).read_text() == ""  # released when the run ended
+    assert not lock_path(str(tmp_path / "wh.duckdb")).exists()  # removed when the run ended: nothing left beside the warehouse
 
 
 def test_a_stale_lock_file_of_a_dead_pid_is_taken_over(tmp_path, capsys):
@@ -51,6 +51,29 @@ def test_a_stale_lock_file_of_a_dead_pid_is_taken_over(tmp_path, capsys):
         {"run_id": "dead-run", "pid": int(dead.stdout), "host": "h", "started_at": "2026-11-30T02:00:00+00:00"}))
     assert main(args) == 0, capsys.readouterr().err
     assert "attributed 1" in capsys.readouterr().out
+
+
+def test_a_run_that_found_the_lock_file_removed_under_it_locks_the_new_one(tmp_path, monkeypatch):
+    # the holder removes the file as it ends; a run that opened the old file just before then locks a file no path
+    # names any more, so it opens the path again instead of running beside the next run
+    from firstfault.warehouse import night_lock
+
+    warehouse = str(tmp_path / "wh.duckdb")
+    opened = []
+    real_open = night_lock.os.open
+
+    def open_then_lose_the_race(path, *args):
+        fd = real_open(path, *args)
+        if not opened:  # the first open: the file is removed (a holder ending) before this run locks it
+            night_lock.os.unlink(path)
+        opened.append(fd)
+        return fd
+
+    monkeypatch.setattr(night_lock.os, "open", open_then_lose_the_race)
+    with night_lock.nightly_lock(warehouse, "run-b"):
+        assert len(opened) == 2
+        assert json.loads(lock_path(warehouse).read_text())["run_id"] == "run-b"
+    assert not lock_path(warehouse).exists()
 
 
 def test_results_left_by_a_dead_run_of_this_warehouse_are_removed_others_kept(tmp_path, capsys):
