@@ -140,7 +140,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet
             "attribution_evidence": con.sql(
                 "SELECT attempt_id, CAST(row_number() OVER (PARTITION BY attempt_id ORDER BY "
                 "CASE role WHEN 'root_cause' THEN 0 WHEN 'corroboration' THEN 1 WHEN 'confirmation' THEN 2 ELSE 3 END, "
-                "ts NULLS LAST, uri, line, event_id) AS INTEGER) AS position, role, rule_id, event_id, kind, node, rank, source, uri, line, ts, "
+                "ts NULLS LAST, uri, line, event_id) AS INTEGER) AS position, role, rule_id, event_id, kind, kinds, node, rank, source, uri, line, ts, "
                 "text, locator FROM evidence_rows ORDER BY attempt_id, position"
             ).to_arrow_table(),
             "events": con.sql(

@@ -260,7 +260,7 @@ WHERE o.verdict = 'attributed' AND c.position = 1 OR o.verdict = 'ambiguous';
 -- breaks the tie, so the row shown does not depend on the order DuckDB produced them in.
 CREATE OR REPLACE TEMP TABLE symptom_rows AS
 SELECT * EXCLUDE (n) FROM (
-    SELECT h.attempt_id, h.event_id, h.rule_id, e.kind, e.node, e.rank, h.ts, h.summary,
+    SELECT h.attempt_id, h.event_id, h.rule_id, e.kind, e.node, e.rank, h.ts, h.summary, e.uri, e.line,
            row_number() OVER (PARTITION BY h.attempt_id, e.kind, e.node, e.rank ORDER BY h.ts NULLS LAST, h.event_id, h.rule_id) AS n
     FROM rule_hits h JOIN events e USING (attempt_id, event_id)
     WHERE h.role = 'symptom'
@@ -271,7 +271,10 @@ SELECT * EXCLUDE (n) FROM (
           WHERE r.attempt_id = h.attempt_id AND re.uri = e.uri AND re.line = e.line)
 ) WHERE n = 1;
 
--- Evidence: every root hit of the chosen cause(s), confirmations on their nodes, and the symptoms.
+-- Evidence: every root hit of the chosen cause(s), confirmations on their nodes, and the symptoms; one row per log
+-- line (uri, line) under its strongest role, with the kinds of every event read from it (an exception line that is
+-- also an NCCL result is one row with both kinds). Events without a line (metrics, flight-recorder entries) are rows
+-- of their own.
 CREATE OR REPLACE TEMP TABLE evidence_rows AS
 WITH chosen_hits AS (
     SELECT h.attempt_id, h.event_id, h.rule_id,
@@ -291,11 +294,19 @@ symptoms AS (
 ),
 everything AS (
     SELECT * FROM chosen_hits UNION ALL SELECT * FROM confirmations UNION ALL SELECT * FROM symptoms
-)
-SELECT * EXCLUDE (n) FROM (
+),
+placed AS (
     SELECT x.attempt_id, x.role, x.rule_id, x.event_id, e.kind, e.node, e.rank, e.source, e.uri, e.line, e.ts, e.raw AS text,
-           e.locator,
-           row_number() OVER (PARTITION BY x.attempt_id, x.event_id
-                              ORDER BY CASE x.role WHEN 'root_cause' THEN 0 WHEN 'corroboration' THEN 1 WHEN 'confirmation' THEN 2 ELSE 3 END) AS n
+           e.locator, CASE WHEN e.line IS NULL THEN 'event ' || x.event_id ELSE coalesce(e.uri, '') || ':' || e.line END AS place
     FROM everything x JOIN events e USING (attempt_id, event_id)
-) WHERE n = 1;
+),
+line_kinds AS (
+    SELECT attempt_id, place, list_sort(list(DISTINCT kind)) AS kinds FROM placed GROUP BY attempt_id, place
+)
+SELECT p.* EXCLUDE (place, n), k.kinds FROM (
+    SELECT *, row_number() OVER (PARTITION BY attempt_id, place
+                                 ORDER BY CASE role WHEN 'root_cause' THEN 0 WHEN 'corroboration' THEN 1 WHEN 'confirmation' THEN 2 ELSE 3 END,
+                                          ts NULLS LAST, rule_id, kind, event_id) AS n
+    FROM placed
+) p JOIN line_kinds k USING (attempt_id, place)
+WHERE n = 1;

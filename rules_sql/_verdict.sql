@@ -33,7 +33,7 @@ candidate_lists AS (
 ),
 symptom_lists AS (
     SELECT attempt_id,
-           list(struct_pack(event := kind, node := node, rank := rank, ts := iso(ts), summary := summary)
+           list(struct_pack(event := kind, node := node, rank := rank, ts := iso(ts), summary := summary, uri := uri, line := line)
                 ORDER BY ts NULLS LAST, node, rank, kind) AS symptoms,
            list(DISTINCT node) FILTER (WHERE node IS NOT NULL) AS nodes
     FROM symptom_rows GROUP BY attempt_id
@@ -41,7 +41,7 @@ symptom_lists AS (
 evidence_lists AS (
     SELECT attempt_id,
            list(struct_pack(role := role, source := source, uri := uri, line := line, ts := iso(ts), text := text,
-                            locator := locator)
+                            locator := locator, kinds := kinds)
                 ORDER BY CASE role WHEN 'root_cause' THEN 0 WHEN 'corroboration' THEN 1 WHEN 'confirmation' THEN 2 ELSE 3 END,
                          ts NULLS LAST, uri, line, event_id) AS evidence
     FROM (

@@ -57,6 +57,45 @@ def test_one_evidence_line_is_listed_once_as_root_cause(demo_dir, tmp_path, caps
     assert root and root[0] not in [(e["uri"], e["line"]) for e in verdict["evidence"] if e["role"] == "symptom"]
 
 
+def test_a_line_of_two_events_is_one_evidence_entry_with_both_kinds(demo_dir, tmp_path, capsys):
+    # the headline's `[rank3]: torch.distributed.DistBackendError: NCCL error …` line is a Python exception line and
+    # an NCCL result: one entry in the JSON, the text and attribution_evidence, naming both kinds
+    spec = str(demo_dir / "attempts" / "headline" / "attempt.yaml")
+    where = ["--warehouse", str(tmp_path / "w.duckdb"), "--lake", str(tmp_path / "lake")]
+    rc, out, _ = run(capsys, "attribute", "--static", spec, "--json", *where)
+    assert rc == 0
+    verdict = json.loads(out)
+    places = [(e["uri"], e["line"]) for e in verdict["evidence"]]
+    assert len(places) == len(set(places)), "an evidence line is listed twice"
+    both = [e for e in verdict["evidence"] if e["kinds"] == ["exception_line", "nccl_result"]]
+    assert len(both) == 2 and all(e["role"] == "symptom" for e in both)
+    assert all(e["kinds"] for e in verdict["evidence"])
+    rows = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True).execute(
+        "SELECT uri, line, kinds FROM attribution_evidence WHERE attempt_id = ? ORDER BY position", [verdict["attempt_id"]]).fetchall()
+    assert [(u, n) for u, n, _ in rows] == places and [k for _, _, k in rows] == [e["kinds"] for e in verdict["evidence"]]
+    rc, out, _ = run(capsys, "attribute", "--static", spec, *where)
+    lines = [line.split("] ", 1)[1] for line in out.splitlines() if line.startswith("  [")]
+    assert len(lines) == len(set(lines)), out
+    symptom_lines = len({(s["uri"], s["line"]) for s in verdict["symptoms"]})
+    assert 0 < symptom_lines < len(verdict["symptoms"])
+    assert f"  symptoms: {len(verdict['symptoms'])} on {symptom_lines} lines (node-01, node-02, node-03)" in out
+
+
+def test_a_warehouse_from_before_evidence_kinds_keeps_them_from_its_next_load(demo_dir, tmp_path, capsys):
+    from firstfault.warehouse.store import connect_writer, schema_sql
+
+    old = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(old))
+    con.execute(schema_sql().replace(", kinds VARCHAR[])[]", ")[]").replace(", uri VARCHAR, line BIGINT)[]", ")[]")
+                .replace("kinds      VARCHAR[],", ""))
+    con.close()
+    connect_writer(str(old)).close()
+    spec = str(demo_dir / "attempts" / "headline" / "attempt.yaml")
+    rc, out, _ = run(capsys, "attribute", "--static", spec, "--json", "--warehouse", str(old), "--lake", str(tmp_path / "lake"))
+    verdict = json.loads(out)
+    assert rc == 0 and all(e["kinds"] for e in verdict["evidence"]) and all(s["line"] for s in verdict["symptoms"])
+
+
 # --- bad input: one line, exit 2, a real field ----------------------------------------------------------------------
 
 def test_sql_table_marks_cut_values_with_an_ellipsis(tmp_path, capsys):

@@ -23,6 +23,7 @@ def sqlite_verdicts(path) -> tuple[dict[str, dict], dict[str, list[dict]]]:
         evidence = {}
         for row in con.execute("SELECT * FROM evidence ORDER BY attempt_id, position"):
             item = {k: row[k] for k in ("role", "source", "uri", "line", "ts", "text")}
+            item["kinds"] = json.loads(row["kinds"])
             if row["locator"] is not None:
                 item["locator"] = json.loads(row["locator"])
             evidence.setdefault(row["attempt_id"], []).append(item)

@@ -81,6 +81,17 @@ def test_headline_page_names_the_cause_the_symptoms_and_the_evidence(report_dir)
     assert "<script" not in text and "http://" not in text and "https://" not in text  # offline, no JS, no CDN
 
 
+def test_each_evidence_line_is_one_row_naming_every_kind_read_from_it(report_dir, demo_warehouse):
+    from firstfault.warehouse.read import stored_verdicts
+
+    evidence = stored_verdicts(demo_warehouse[0], [HEADLINE])[0]["evidence"]
+    text = headline_page(report_dir).read_text()
+    assert f"<h2>Evidence ({len(evidence)})</h2>" in text
+    places = re.findall(r"<code>(file://[^<]*:\d+)</code>", text.split("<h2>Evidence")[1])
+    assert len(places) == len(evidence) == len(set(places))
+    assert "exception_line, nccl_result" in text
+
+
 def test_index_lists_every_attempt_and_links_the_failed_ones(report_dir, demo_warehouse):
     index = (report_dir / "index.html").read_text()
     con = duckdb.connect(demo_warehouse[0], read_only=True)

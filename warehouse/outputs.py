@@ -18,8 +18,8 @@ from firstfault.errors import BadInput
 from firstfault.schema import VERDICT_KEYS
 
 # Evidence entries as rows (like the warehouse's attribution_evidence); `position` is the 1-based place in the
-# verdict's `evidence` list, `locator` JSON text or NULL.
-EVIDENCE_FIELDS = ("role", "source", "uri", "line", "ts", "text", "locator")
+# verdict's `evidence` list, `kinds` and `locator` JSON text or NULL.
+EVIDENCE_FIELDS = ("role", "kinds", "source", "uri", "line", "ts", "text", "locator")
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,11 @@ def _ensure_schema(con: sqlite3.Connection) -> None:
         if key not in present:
             con.execute(f"ALTER TABLE verdicts ADD COLUMN {key} {_sqlite_type(key)}")
     con.execute(
-        "CREATE TABLE IF NOT EXISTS evidence (attempt_id TEXT NOT NULL, position INTEGER NOT NULL, role TEXT, source TEXT, "
-        "uri TEXT, line INTEGER, ts TEXT, text TEXT, locator TEXT, PRIMARY KEY (attempt_id, position))"
+        "CREATE TABLE IF NOT EXISTS evidence (attempt_id TEXT NOT NULL, position INTEGER NOT NULL, role TEXT, kinds TEXT, "
+        "source TEXT, uri TEXT, line INTEGER, ts TEXT, text TEXT, locator TEXT, PRIMARY KEY (attempt_id, position))"
     )
+    if "kinds" not in {row[1] for row in con.execute("PRAGMA table_info(evidence)")}:  # a file from before kinds
+        con.execute("ALTER TABLE evidence ADD COLUMN kinds TEXT")
 
 
 def _sqlite_type(key: str) -> str:
@@ -145,12 +147,18 @@ def render_text(verdicts: Sequence[dict], *, evidence_lines: int = 6) -> str:
         out += quality_lines(v)
         if v["symptoms"]:
             nodes = sorted({s["node"] for s in v["symptoms"] if s["node"]})
-            out.append(f"  symptoms: {len(v['symptoms'])} on {', '.join(nodes) or '?'}")
+            lines = symptom_lines(v)
+            out.append(f"  symptoms: {len(v['symptoms'])} on {lines} line{'' if lines == 1 else 's'} ({', '.join(nodes) or '?'})")
         for e in v["evidence"][:evidence_lines]:
             where = f"{e['uri']}:{e['line']}" if e.get("line") is not None else e["uri"]
             out.append(f"  [{e['role']}] {where}")
             out.append(f"      {(e['text'] or '')[:200]}")
     return "\n".join(out)
+
+
+def symptom_lines(verdict: dict) -> int:
+    """How many log lines the symptoms were read from (two symptoms of one line count once)."""
+    return len({(s["uri"], s["line"]) for s in verdict["symptoms"] if s.get("line") is not None})
 
 
 def quality_lines(verdict: dict, *, max_inputs: int = 5) -> list[str]:

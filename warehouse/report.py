@@ -631,7 +631,7 @@ def candidates_section(v: dict) -> str:
 
 def timeline_section(v: dict, evidence: list[dict], context: list[dict]) -> str:
     marks = [{"lane": e["node"] or "(job)", "ts": e["ts"], "role": e["role"],
-              "label": f"{e['kind'] or e['rule_id']} {e['node'] or ''} rank {e['rank']}"} for e in evidence]
+              "label": f"{evidence_kinds(e)} {e['node'] or ''} rank {e['rank']}"} for e in evidence]
     marks += [{"lane": c["node"] or "(job)", "ts": c["ts"], "role": "context",
                "label": f"{c['kind']} ({c['role']}) {c['node'] or ''} rank {c['rank']}"} for c in context]
     lanes = list(dict.fromkeys([*(v.get("nodes") or []), *(m["lane"] for m in marks)]))
@@ -719,11 +719,16 @@ def evidence_section(evidence: list[dict]) -> str:
         if e.get("locator"):
             link += f" <code>{esc(e['locator'])}</code>"
         colour = ROLE_COLOURS.get(e["role"], "#333")
-        rows.append([f'<span class="role" style="color:{colour}">{esc(e["role"])}</span>', esc(e["kind"] or e["rule_id"]),
+        rows.append([f'<span class="role" style="color:{colour}">{esc(e["role"])}</span>', esc(evidence_kinds(e)),
                      esc(e["node"]), esc(e["rank"]), esc(fmt_ts(e["ts"])), link,
                      f'<pre class="raw">{esc(e["text"] or "")}</pre>'])
     return (f"<h2>Evidence ({len(evidence)})</h2>"
-            + table(["role", "kind", "node", "rank", "time", "uri:line", "raw text"], rows))
+            + table(["role", "kinds", "node", "rank", "time", "uri:line", "raw text"], rows))
+
+
+def evidence_kinds(e: dict) -> str:
+    """The kinds of the events read from an evidence line (a row from before `kinds`: its one kind, or its rule)."""
+    return ", ".join(e.get("kinds") or [e["kind"] or e["rule_id"]])
 
 
 def connectors_section(v: dict) -> str:

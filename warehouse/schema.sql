@@ -14,9 +14,9 @@ CREATE TABLE IF NOT EXISTS attributions (
     root_cause        STRUCT(rule VARCHAR, event VARCHAR, code BIGINT, node VARCHAR, gpu VARCHAR, rank INTEGER, ts VARCHAR, summary VARCHAR),
     culprit_nodes     VARCHAR[],
     affected_nodes    VARCHAR[],
-    symptoms          STRUCT(event VARCHAR, node VARCHAR, rank INTEGER, ts VARCHAR, summary VARCHAR)[],
+    symptoms          STRUCT(event VARCHAR, node VARCHAR, rank INTEGER, ts VARCHAR, summary VARCHAR, uri VARCHAR, line BIGINT)[],
     candidates        STRUCT(domain VARCHAR, subdomain VARCHAR, nodes VARCHAR[], score DOUBLE, rule VARCHAR)[],
-    evidence          STRUCT(role VARCHAR, source VARCHAR, uri VARCHAR, line BIGINT, ts VARCHAR, text VARCHAR, locator VARCHAR)[],
+    evidence          STRUCT(role VARCHAR, source VARCHAR, uri VARCHAR, line BIGINT, ts VARCHAR, text VARCHAR, locator VARCHAR, kinds VARCHAR[])[],
     quality           STRUCT(confidence VARCHAR, reasons VARCHAR[], sources_present VARCHAR[], sources_missing VARCHAR[], clock_skew_s DOUBLE),
     connector_reports STRUCT(connector VARCHAR, source VARCHAR, uri VARCHAR, status VARCHAR, rows BIGINT, reason VARCHAR)[],
     culprit_ranks     INTEGER[],
@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS attribution_evidence (
     role       VARCHAR NOT NULL,                  -- root_cause | corroboration | confirmation | symptom
     rule_id    VARCHAR,
     event_id   VARCHAR,
-    kind       VARCHAR,
+    kind       VARCHAR,                           -- the kind of the event the role comes from
+    kinds      VARCHAR[],                         -- the kinds of every event read from this line, sorted
     node       VARCHAR,
     rank       INTEGER,
     source     VARCHAR,
@@ -95,6 +96,7 @@ CREATE TABLE IF NOT EXISTS runs (
 -- Incremental runs (nightly): sha256 over the spec and its resolved input files (connectors/fingerprint.py). Older
 -- warehouses gain the column here.
 ALTER TABLE attributions ADD COLUMN IF NOT EXISTS input_fingerprint VARCHAR;
+ALTER TABLE attribution_evidence ADD COLUMN IF NOT EXISTS kinds VARCHAR[];  -- warehouses from before kinds (struct fields: store.py)
 ALTER TABLE connector_reports ADD COLUMN IF NOT EXISTS lines_skipped BIGINT;  -- readable lines of a file skipped as binary
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS run_date VARCHAR;          -- nightly: the UTC day whose attempts ended
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS found BIGINT;              -- nightly: attempts discovered for run_date

@@ -1,6 +1,7 @@
 """The DuckDB warehouse: schema, idempotent loads by attempt, read-only queries that wait out a short write lock."""
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from importlib import resources
@@ -32,11 +33,29 @@ def connect_writer(path: str, wait_s: float = WRITER_WAIT_S) -> duckdb.DuckDBPyC
         # warehouse without some of its tables
         con.execute("BEGIN TRANSACTION")
         con.execute(schema_sql())
+        _add_struct_fields(con)
         con.execute("COMMIT")
     except BaseException:
         con.close()
         raise
     return con
+
+
+# fields added to the struct lists of `attributions` since warehouses were first written: (column, field, type)
+_ADDED_FIELDS = (("evidence", "kinds", "VARCHAR[]"), ("symptoms", "uri", "VARCHAR"), ("symptoms", "line", "BIGINT"))
+
+
+def _add_struct_fields(con: duckdb.DuckDBPyConnection) -> None:
+    """A warehouse from before a field of _ADDED_FIELDS: its verdicts' lists gain the field (NULL), or every later
+    load would drop it from the verdicts it stores (a struct column keeps only its own fields)."""
+    types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                             "WHERE table_name = 'attributions'").fetchall())
+    for column, name, sql_type in _ADDED_FIELDS:
+        current = types[column]
+        if not re.search(rf'[(,] *"?{name}"? ', current):
+            types[column] = f"{current.removesuffix(')[]')}, {name} {sql_type})[]"
+            con.execute(f"ALTER TABLE attributions ALTER {column} SET DATA TYPE {types[column]} "
+                        f"USING list_transform({column}, lambda e: struct_insert(e, {name} := NULL::{sql_type}))")
 
 
 def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Source]], run: dict,
