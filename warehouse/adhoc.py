@@ -67,6 +67,8 @@ def run_adhoc(path: str, sql: str, lake_root: str | None, timeout_s: float = DEF
     result = outcome[0]
     if isinstance(result, duckdb.InterruptException):
         raise BadInput(QUERY, "sql", stopped)
+    if isinstance(result, duckdb.CatalogException):  # a table or column the warehouse lacks: say which file was opened
+        raise BadInput(QUERY, "sql", f"{str(result).splitlines()[0].rstrip('!')} (warehouse {path})")
     if isinstance(result, duckdb.Error):
         raise BadInput(QUERY, "sql", str(result).splitlines()[0])
     if isinstance(result, BaseException):
