@@ -511,7 +511,11 @@ def _demo(args) -> int:
         card = render(evaluate(Path(args.dir) / "fleet", warehouse), f"simulated fleet {Path(args.dir) / 'fleet'}")
         print("\n" + card.split("\n\n")[0])  # the measures, without the matrix and the lists
     if not args.json:
-        print(f"\nwarehouse: {warehouse}\ntry: firstfault sql --warehouse {warehouse} \"SELECT attempt_id, verdict, domain, subdomain FROM attributions\"")
+        from pathlib import Path
+
+        config = Path(args.dir) / "firstfault.toml"
+        print(f"\nwarehouse: {warehouse}\nconfig: {config} (its lake, warehouse and catalog: pass --config {config} to sql, "
+              f"report, nightly, api)\ntry: firstfault sql --config {config} \"SELECT attempt_id, verdict, domain, subdomain FROM attributions\"")
     return 0
 
 

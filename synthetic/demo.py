@@ -6,6 +6,7 @@ expected verdict of each attempt is in EXPECTED; tests hold the demo to it.
 """
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from firstfault.connectors.static_context import load_static_context
 from firstfault.synthetic.logwriters import Scenario, write_attempt
 from firstfault.synthetic.simulate import simulate
 
-from firstfault.config import Config, LakeSettings, WarehouseSettings
+from firstfault.config import load_config
 from firstfault.nightly import run_nightly
 
 T0 = datetime(2026, 11, 29, 1, 0, 0, tzinfo=timezone.utc)
@@ -171,10 +172,22 @@ def run_demo(directory: str, fleet: int = 0) -> tuple[str, list[str]]:
     specs = write_demo(root)
     if fleet:
         simulate(root / "fleet", nodes=24, attempts=fleet, days=1, seed=0, lines=(80, 200))
-    config = Config(lake=LakeSettings(root=str(root / "lake")), warehouse=WarehouseSettings(path=str(root / "firstfault.duckdb")))
-    catalog = f"{root}/**/attempt.yaml"
+    config = load_config(str(write_demo_config(root)))
     every = sorted(root.glob("**/attempt.yaml"))
     nights = sorted({load_static_context(str(p)).end.date() for p in every})
     for night in nights:
-        run_nightly(config, night, catalog=catalog, flow="demo")
+        run_nightly(config, night, flow="demo")
     return config.warehouse.path, [load_static_context(str(p)).attempt_id for p in specs]
+
+
+def write_demo_config(root: Path) -> Path:
+    """root/firstfault.toml naming the demo's lake, warehouse and catalog: `--config` with it points any command
+    (sql, report, nightly, api) at the demo. The demo itself runs with it."""
+    path = root / "firstfault.toml"
+    path.write_text(
+        "# written by `firstfault demo`: the demo's lake, warehouse and catalog (docs/configuration.md)\n"
+        f"[lake]\nroot = {json.dumps(str(root / 'lake'))}\n\n"
+        f"[warehouse]\npath = {json.dumps(str(root / 'firstfault.duckdb'))}\n\n"
+        "[catalog]\npaths = [\"**/attempt.yaml\"]  # relative to this file: the scenarios and the simulated fleet\n",
+        encoding="utf-8")
+    return path
