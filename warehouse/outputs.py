@@ -130,8 +130,8 @@ def render_text(verdicts: Sequence[dict], *, evidence_lines: int = 6) -> str:
         for v in verdicts
     ]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    out = ["  ".join(str(x).ljust(w) for x, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
-    out += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in rows]
+    out = ["  ".join(str(x).ljust(w) for x, w in zip(header, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in rows]  # no trailing blanks
     for v in verdicts:
         if v["verdict"] == "not_failed":
             continue

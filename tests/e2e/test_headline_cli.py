@@ -1,5 +1,6 @@
 """The headline case end to end through the CLI."""
 import json
+import re
 import shutil
 from pathlib import Path
 from urllib.parse import urlparse
@@ -76,3 +77,68 @@ def test_sql_is_read_only(headline, tmp_path, capsys):
     assert main(["sql", "SELECT verdict FROM attributions", "--warehouse", wh, "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ["verdict", "attributed"]
     assert main(["sql", "DELETE FROM attributions", "--warehouse", wh]) == 2
+
+
+# --- what the documents show is what the program prints ---------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def matches(documented, actual) -> bool:
+    """A documented value against the printed one: `…` in a documented string stands for any text; a documented object
+    may leave keys out, a documented list entries (each must be one of the printed list's)."""
+    if isinstance(documented, str):
+        return isinstance(actual, str) and re.fullmatch(re.escape(documented).replace(re.escape("…"), ".*"), actual) is not None
+    if isinstance(documented, dict):
+        return isinstance(actual, dict) and all(k in actual and matches(v, actual[k]) for k, v in documented.items())
+    if isinstance(documented, list):
+        return isinstance(actual, list) and all(any(matches(d, a) for a in actual) for d in documented)
+    return documented == actual
+
+
+def in_order(documented: list[str], printed: list[str]) -> list[str]:
+    """The documented lines that do not match a printed line after the previous one's match."""
+    missing, at = [], 0
+    for line in documented:
+        found = next((i for i in range(at, len(printed)) if matches(line, printed[i])), None)
+        if found is None:
+            missing.append(line)
+        else:
+            at = found + 1
+    return missing
+
+
+def block_after(text: str, command: str) -> list[str]:
+    """The lines of the plain ``` block that follows the ```sh block ending with `command`."""
+    after = text.split(f"{command}\n```\n\n```\n", 1)[1]
+    return after.split("\n```", 1)[0].splitlines()
+
+
+def test_the_documented_headline_output_is_what_the_program_prints(demo_dir, tmp_path, capsys):
+    spec = str(demo_dir / "attempts" / "headline" / "attempt.yaml")
+    where = ["--warehouse", str(tmp_path / "wh.duckdb"), "--lake", str(tmp_path / "lake")]
+    assert main(["attribute", "--static", spec, *where]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    documented = block_after(readme, "firstfault attribute --static firstfault-demo/attempts/headline/attempt.yaml")
+    assert any(line.lstrip().startswith("symptoms: ") for line in documented)
+    assert in_order(documented, printed) == []
+    verdict = run_json(capsys, "attribute", "--static", spec, "--json", *where)
+    page = (ROOT / "docs" / "verdict.md").read_text(encoding="utf-8")
+    example = json.loads(page.split("```json\n", 1)[1].split("\n```", 1)[0])
+    for key in ("quality", "candidates", "symptoms", "evidence", "connector_reports", "root_cause", "culprit_ranks"):
+        assert matches(example[key], verdict[key]), key
+    count = re.search(r"the headline has (\d+) symptoms on (\d+) lines", " ".join(page.split()))
+    assert count and (int(count[1]), int(count[2])) == (len(verdict["symptoms"]), len({(s["uri"], s["line"]) for s in verdict["symptoms"]}))
+
+
+def test_the_documented_text_form_is_what_the_program_prints(demo_dir, tmp_path, capsys):
+    attempt = tmp_path / "attempts" / "python-exception"  # the page's case: its syslog files missing
+    shutil.copytree(demo_dir / "attempts" / "python-exception", attempt)
+    shutil.rmtree(attempt / "kernel")
+    assert main(["attribute", "--static", str(attempt / "attempt.yaml"), "--warehouse", str(tmp_path / "wh.duckdb"),
+                 "--lake", str(tmp_path / "lake")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    page = (ROOT / "docs" / "verdict.md").read_text(encoding="utf-8")
+    documented = page.split("## The human-readable form", 1)[1].split("```\n", 1)[1].split("\n```", 1)[0].splitlines()
+    assert in_order(documented, printed) == []
