@@ -107,6 +107,14 @@ def test_sql_table_marks_cut_values_with_an_ellipsis(tmp_path, capsys):
     assert row.startswith("x" * 59 + "… | short")
 
 
+def test_a_missing_table_names_the_warehouse_that_was_opened(tmp_path, capsys):
+    warehouse = tmp_path / "w.duckdb"
+    duckdb.connect(str(warehouse)).close()
+    rc, _, err = run(capsys, "sql", "--warehouse", str(warehouse), "SELECT * FROM node_offenders")
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "node_offenders does not exist" in err and err.strip().endswith(f"does not exist (warehouse {warehouse})")
+
+
 def test_a_corrupt_warehouse_is_bad_input_and_report_leaves_no_folder(tmp_path, capsys):
     warehouse = tmp_path / "w.duckdb"
     warehouse.write_bytes(b"this is not a DuckDB file\n" * 100)
