@@ -73,7 +73,7 @@ def test_headline_page_names_the_cause_the_symptoms_and_the_evidence(report_dir)
     assert "node-02" in text and "Xid 149" in text and "NETIR_LINK_EVT" in text
     assert "gpu_nvlink" in text and "drain_node" in text and "high" in text
     assert "NCCL WARN" in text and "nccl_net_ib" in text and "torch_watchdog_timeout" in text
-    assert re.search(r"headline/kernel/node-02\.log:3\b", text)  # uri:line of the root cause
+    assert re.search(r'href="file://[^"]*/headline/kernel/node-02\.log"[^>]*><code>(<[^>]+>)*kernel/node-02\.log:3<', text)  # uri:line of the root cause
     assert 'class="timeline chart"' in text and 'class="root-cause"' in text
     for node in ("node-01", "node-02", "node-03"):
         assert f">{node}</text>" in text  # one lane per node
@@ -87,7 +87,7 @@ def test_each_evidence_line_is_one_row_naming_every_kind_read_from_it(report_dir
     evidence = stored_verdicts(demo_warehouse[0], [HEADLINE])[0]["evidence"]
     text = headline_page(report_dir).read_text()
     assert f"<h2>Evidence ({len(evidence)})</h2>" in text
-    places = re.findall(r"<code>(file://[^<]*:\d+)</code>", text.split("<h2>Evidence")[1])
+    places = re.findall(r'<a href="(file://[^"]*)" title="[^"]*"><code>(?:<[^>]+>)*[^<]*:(\d+)<', text.split("<h2>Evidence")[1])
     assert len(places) == len(evidence) == len(set(places))
     assert "exception_line, nccl_result" in text
 
@@ -164,7 +164,7 @@ def test_attempts_newest_first_evidence_linked_and_the_zoom_label_matches_its_wi
     places = [attempts.index(a) for a in ("demo/demo-unattributed/0", "demo/demo-python-exception/0", "demo/demo-headline/0")]
     assert places == sorted(places)  # 12:00, 07:00, 01:00
     page = headline_page(report_dir).read_text()
-    assert re.search(r'<a href="file://[^"]*/headline/kernel/node-02\.log"><code>[^<]*node-02\.log:3</code></a>', page)
+    assert re.search(r'<a href="file://[^"]*/headline/kernel/node-02\.log"[^>]*><code>(<[^>]+>)*kernel/node-02\.log:3(</[^>]+>)*</code></a>', page)
     zoom = page.split("Zoom: 30 s before to 90 s after the root cause")[1]
     assert "2026-11-29 02:09:33 UTC → 2026-11-29 02:11:33 UTC" in zoom  # the root cause is at 02:10:03
 
@@ -278,14 +278,30 @@ document.getElementById("page").addEventListener("load", () => {
     x: (svg.querySelector(".axis-label.x") || {}).textContent || "",
     y: (svg.querySelector(".axis-label.y") || {}).textContent || "",
     ticks: [...svg.querySelectorAll(".tick")].map(t => t.textContent),
-    times: [...svg.querySelectorAll(".time-tick")].map(t => t.textContent)}));
+    times: [...svg.querySelectorAll(".time-tick")].map(t => t.textContent),
+    ends: [...svg.querySelectorAll(".attempt-end")].length,
+    end_labels: [...svg.querySelectorAll(".attempt-end-label")].map(t => t.textContent)}));
+  // words of table cells (not the raw log text) broken across lines: a word laid out in more than one box
+  const broken = [];
+  for (const cell of doc.querySelectorAll("th, td")) {
+    if (cell.querySelector("pre.raw")) continue;
+    const walker = doc.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/\\S+/g)) {
+        const range = doc.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        if ([...range.getClientRects()].filter(r => r.width > 0).length > 1) broken.push(word[0]);
+      }
+    }
+  }
   const shown = () => [...doc.querySelectorAll("#attempts-table tbody tr")].filter(r => r.offsetParent !== null).length;
   const filtered = {};
   for (const id of ["verdict-attributed", "domain-hardware"]) {
     const button = doc.getElementById(id);
     if (button) { button.click(); filtered[id] = shown(); doc.getElementById(id.split("-")[0] + "-all").click(); }
   }
-  document.getElementById("facts").textContent = JSON.stringify({viewport, wide, charts, filtered});
+  document.getElementById("facts").textContent = JSON.stringify({viewport, wide, charts, filtered, broken});
 });
 </script></body></html>"""
 SCREENSHOTS = Path(os.environ.get("FIRSTFAULT_SCREENSHOTS", REPO_ROOT / "build" / "report-screenshots"))
@@ -300,9 +316,10 @@ def layout_facts(tmp_path: Path, target: Path, width: int) -> dict:
     return json.loads(html.unescape(found.group(1)))
 
 
+@pytest.mark.parametrize("width", [1024, 1280])
 @pytest.mark.parametrize("which", ["index", "headline"])
 def test_the_rendered_report_fits_the_window_and_every_chart_is_titled_with_named_axes(
-        demo_warehouse, tmp_path, which):
+        demo_warehouse, tmp_path, which, width):
     from firstfault.warehouse.fleet import rebuild
 
     path = str(tmp_path / "fleet.duckdb")
@@ -311,9 +328,10 @@ def test_the_rendered_report_fits_the_window_and_every_chart_is_titled_with_name
     out = tmp_path / "report"
     index = write_report(path, str(out))
     target = index if which == "index" else headline_page(out)
-    facts = layout_facts(tmp_path, target, 1280)
-    assert 1200 < facts["viewport"] <= 1280  # less the vertical scroll bar
+    facts = layout_facts(tmp_path, target, width)
+    assert width - 80 < facts["viewport"] <= width  # less the vertical scroll bar
     assert facts["wide"] == [], f"wider than the window: {facts['wide'][:10]}"
+    assert facts["broken"] == [], f"words broken across lines: {facts['broken'][:10]}"
     assert facts["charts"], "no chart found"
     if which == "index":  # the filters (radio buttons and CSS, no script) show the rows of one verdict or domain
         con = duckdb.connect(path, read_only=True)
@@ -325,10 +343,13 @@ def test_the_rendered_report_fits_the_window_and_every_chart_is_titled_with_name
         assert chart["title"] and chart["x"] and chart["y"], chart
         assert all(re.fullmatch(r"\d+(\.\d)?", t) for t in chart["ticks"]), chart["ticks"]  # round: at most one decimal
         assert all(re.fullmatch(r"\d\d:\d\d:\d[05]", t) for t in chart["times"]), chart["times"]  # whole 5 s or more
+        assert chart["end_labels"] == ["attempt end"] * chart["ends"], chart  # the dashed end line says what it is
+    if which == "headline":
+        assert any(chart["ends"] for chart in facts["charts"]), "no progress chart with the attempt's end"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    png = SCREENSHOTS / f"{which}.png"
-    run_chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,2400", target.as_uri())
-    assert png.is_file() and png_facts(png)[:2] == (1280, 2400)
+    png = SCREENSHOTS / f"{which}-{width}.png"
+    run_chromium(tmp_path, f"--screenshot={png}", f"--window-size={width},2400", target.as_uri())
+    assert png.is_file() and png_facts(png)[:2] == (width, 2400)
 
 
 def test_one_time_format_on_every_page(report_dir):

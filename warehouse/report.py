@@ -42,12 +42,15 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
 header{background:#263238;color:#fff;padding:12px 24px}header a{color:#b3e5fc}
 header h1{margin:0;font-size:20px}header .sub{color:#cfd8dc;font-size:12px}
-main{padding:8px 24px 40px}
+main{padding:8px 16px 40px}
 h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
 h3{font-size:15px;margin:16px 0 6px}
-table{border-collapse:collapse;background:#fff;margin:6px 0;font-size:13px}
-th,td{border:1px solid #e0e0e0;padding:3px 8px;text-align:left;vertical-align:top}
-.wide td,.wide th{overflow-wrap:anywhere}
+table{border-collapse:collapse;background:#fff;margin:6px 0;font-size:12px}
+th,td{border:1px solid #e0e0e0;padding:3px 6px;text-align:left;vertical-align:top}
+.word{white-space:nowrap}
+.scroll{overflow-x:auto}details:not([open]) .scroll{display:none}
+.under{color:#555;font-size:12px}
+code.path{overflow-wrap:anywhere}
 th{background:#eceff1}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .pill{white-space:nowrap;display:inline-block;border-radius:9px;padding:0 8px;color:#fff;font-size:12px}
@@ -121,18 +124,40 @@ def pill(verdict) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]], *, num: set[int] = frozenset(), nowrap: set[int] = frozenset(),
-          wide: bool = False, row_attrs: list[str] | None = None, table_id: str = "") -> str:
-    """rows are already-escaped HTML cells. `wide`: the other cells wrap anywhere, so the table fits the window.
-    `row_attrs`: escaped attributes of each <tr> (what the CSS filters match)."""
+          row_attrs: list[str] | None = None, table_id: str = "") -> str:
+    """rows are already-escaped HTML cells (`clipped` for values that may hold long words: cells wrap between words
+    only). `row_attrs`: escaped attributes of each <tr> (what the CSS filters match)."""
     def cell(i: int, c: str) -> str:
         classes = " ".join(k for k, on in (("num", i in num), ("nowrap", i in nowrap)) if on)
         return f'<td class="{classes}">{c}</td>' if classes else f"<td>{c}</td>"
 
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    head = "".join(f"<th>{unbroken_words(esc(h))}</th>" for h in headers)
     attrs = row_attrs or [""] * len(rows)
-    body = "".join(f"<tr{a}>" + "".join(cell(i, c) for i, c in enumerate(r)) + "</tr>" for r, a in zip(rows, attrs))
-    opening = "<table" + (f' id="{table_id}"' if table_id else "") + (' class="wide"' if wide else "") + ">"
+    body = "".join(f"<tr{a}>" + "".join(cell(i, unbroken_words(c)) for i, c in enumerate(r)) + "</tr>" for r, a in zip(rows, attrs))
+    opening = "<table" + (f' id="{table_id}"' if table_id else "") + ">"
     return f"{opening}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+# A longer word in a table cell (a path, an exception's class name) is cut with an ellipsis, whole in its tooltip:
+# cells never break a word, and no word widens a table past the window.
+_LONG_WORD = 28
+
+
+def clipped(value) -> str:
+    """esc(value), each word longer than _LONG_WORD characters cut to that length with an ellipsis, whole on hover."""
+    def cut(m: re.Match) -> str:
+        return f'<span title="{esc(m[0])}">{esc(m[0][:_LONG_WORD - 1])}…</span>'
+    text = "–" if value is None else str(value) if not isinstance(value, (list, tuple)) else ", ".join(map(str, value)) or "–"
+    return "".join(cut(m) if m[0].strip() and len(m[0]) > _LONG_WORD else esc(m[0]) for m in re.finditer(r"\s+|\S+", text))
+
+
+def unbroken_words(cell: str) -> str:
+    """A cell's words with a hyphen or a slash (node-02, 2026-11-29, kernel/node-02.log:3) kept on one line: browsers
+    break lines after those characters, and a value cut in two reads as two. The raw log text wraps as it must."""
+    if '<pre class="raw">' in cell:
+        return cell
+    return "".join(part if part.startswith("<") else re.sub(r"\S*[-/]\S*", lambda m: f'<span class="word">{m[0]}</span>', part)
+                   for part in re.split(r"(<[^>]*>)", cell))
 
 
 def not_computed(name: str) -> str:
@@ -376,18 +401,18 @@ def attempts_section(attempts: list[dict]) -> str:
     newest_first = sorted(attempts, key=lambda a: (a.get("start_ts") is not None, a.get("start_ts") or datetime.min,
                                                   a["attempt_id"]), reverse=True)
     for a in newest_first:
-        link = (f'<a href="{esc(attempt_href(a["attempt_id"]))}">{esc(a["attempt_id"])}</a>'
-                if a["verdict"] in FAILED else esc(a["attempt_id"]))
-        cause = a["root_cause"]["summary"] if a.get("root_cause") else None
-        rows.append([f'<span style="white-space:nowrap">{link}</span>', esc(a["state"]), pill(a["verdict"]), esc(f"{a['domain'] or '–'}/{a['subdomain'] or '–'}").replace("/", "/<wbr>"),
-                     esc(a["culprit_nodes"]), esc(a["action"]), esc((a["quality"] or {}).get("confidence")),
-                     f'<div style="min-width:220px;max-width:340px;overflow-wrap:anywhere">{esc(cause)}</div>',
+        link = (f'<a href="{esc(attempt_href(a["attempt_id"]))}">{clipped(a["attempt_id"])}</a>'
+                if a["verdict"] in FAILED else clipped(a["attempt_id"]))
+        cause = f'<div class="under">{clipped(a["root_cause"]["summary"])}</div>' if a.get("root_cause") else ""
+        confidence = (a["quality"] or {}).get("confidence")
+        # the cause under the attempt, state and confidence under the verdict: the table fits 1024 px
+        rows.append([link + cause, pill(a["verdict"]) + f'<div class="under">{esc(a["state"])} · {esc(confidence)} confidence</div>',
+                     esc(f"{a['domain'] or '–'} / {a['subdomain'] or '–'}"), clipped(a["culprit_nodes"]), esc(a["action"]),
                      esc(fmt_ts(a.get("start_ts"))), esc(a.get("gpu_model"))])
-    headers = ["attempt", "state", "verdict", "domain/subdomain", "culprits", "action", "confidence", "cause",
-               "start", "GPU"]
+    headers = ["attempt and cause", "verdict", "domain / subdomain", "culprits", "action", "start", "GPU"]
     attrs = [f' data-verdict="{filter_value(a["verdict"])}" data-domain="{filter_value(a["domain"])}"' for a in newest_first]
     return (f'<h2 id="attempts">Attempts ({len(attempts)}, newest first)</h2>' + attempt_filters(attempts)
-            + table(headers, rows, nowrap={1, 2, 5, 6, 9}, wide=True, row_attrs=attrs, table_id="attempts-table"))
+            + table(headers, rows, nowrap={4, 6}, row_attrs=attrs, table_id="attempts-table"))
 
 
 def filter_value(value) -> str:
@@ -422,7 +447,8 @@ def generic_table(con, name: str, columns: list[tuple[str, str]]) -> str:
     rows = query(con, f'SELECT * FROM "{name}"{where}{order} LIMIT {MAX_ROWS}')
     names = [c for c, _ in columns]
     num = {i for i, (_, t) in enumerate(columns) if _is_numeric(t)}
-    body = table(names, [[esc(r[c]) for c in names] for r in rows], num=num, wide=True)
+    # column names read as words (first seen), so a header wraps between them instead of widening its column
+    body = table([c.replace("_", " ") for c in names], [[clipped(r[c]) for c in names] for r in rows], num=num)
     shown = (f"<p>{total} rows" + (" with failures" if where else "")
              + (f", showing the first {MAX_ROWS}" if total > MAX_ROWS else "") + ".</p>")
     return shown + body
@@ -549,16 +575,12 @@ def fleet_section(con, tables: set[str], name: str, title: str) -> str:
     if name not in tables:
         return out + not_computed(name)
     columns = table_columns(con, name)
-    readable = ""
-    if name == "port_hotspots":
-        out += heatmap_section(con, columns)
-    elif name == "gpu_model_trends":
-        out += trends_section(con, columns)
-    elif name == "node_offenders":
-        readable = offenders_table(con, columns)
-    if readable:
-        return out + readable + f"<details><summary>all columns</summary>{generic_table(con, name, columns)}</details>"
-    return out + generic_table(con, name, columns)
+    readable = {"port_hotspots": heatmap_section, "gpu_model_trends": trends_section, "node_offenders": offenders_table}
+    shown = readable[name](con, columns) if name in readable else ""
+    # every column of a table the fleet flow writes, in a box of its own that scrolls if the columns are many (the
+    # page fits the window); on request only when a readable view is shown above
+    every = f'<div class="scroll">{generic_table(con, name, columns)}</div>'
+    return out + (shown + f"<details><summary>all columns</summary>{every}</details>" if shown else every)
 
 
 def runs_section(con, tables: set[str]) -> str:
@@ -676,9 +698,11 @@ def svg_progress(series: dict[str, list[tuple[datetime, int]]], end: datetime | 
         tx = left + (width - left - right) * (t - t0) / span
         parts.append(f'<text class="time-tick" x="{tx:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
                      f'{datetime.fromtimestamp(t, timezone.utc):%H:%M:%S}</text>')
-    if end is not None:
+    if end is not None:  # labelled above the plot, left of the line: the series' labels are right of it
         parts.append(f'<line class="attempt-end" x1="{x(end):.1f}" x2="{x(end):.1f}" y1="{top}" y2="{height - bottom}" '
-                     f'stroke="#6d4c41" stroke-dasharray="4,3"><title>attempt end {esc(fmt_ts(end))}</title></line>')
+                     f'stroke="#6d4c41" stroke-dasharray="4,3"><title>attempt end {esc(fmt_ts(end))}</title></line>'
+                     f'<text class="attempt-end-label" x="{x(end) - 4:.1f}" y="{top - 4}" text-anchor="end" fill="#6d4c41">'
+                     'attempt end</text>')
     for i, (label, points) in enumerate(series.items()):
         colour = _SERIES_COLOURS[i % len(_SERIES_COLOURS)]
         coords = " ".join(f"{x(ts):.1f},{y(it):.1f}" for ts, it in points)
@@ -712,18 +736,29 @@ def progress_section(v: dict, points: list[dict]) -> str:
 
 
 def evidence_section(evidence: list[dict]) -> str:
+    folder = common_folder([e["uri"] for e in evidence if e["uri"]])
     rows = []
     for e in evidence:
-        where = f"{e['uri']}:{e['line']}" if e["line"] is not None else (e["uri"] or "")
-        link = f'<a href="{esc(e["uri"])}"><code>{esc(where)}</code></a>' if e["uri"] else ""
+        shown = (e["uri"] or "").removeprefix(folder)
+        where = f"{shown}:{e['line']}" if e["line"] is not None else shown
+        link = f'<a href="{esc(e["uri"])}" title="{esc(e["uri"])}"><code>{clipped(where)}</code></a>' if e["uri"] else ""
         if e.get("locator"):
-            link += f" <code>{esc(e['locator'])}</code>"
+            link += f" <code>{clipped(e['locator'])}</code>"
         colour = ROLE_COLOURS.get(e["role"], "#333")
         rows.append([f'<span class="role" style="color:{colour}">{esc(e["role"])}</span>', esc(evidence_kinds(e)),
                      esc(e["node"]), esc(e["rank"]), esc(fmt_ts(e["ts"])), link,
                      f'<pre class="raw">{esc(e["text"] or "")}</pre>'])
-    return (f"<h2>Evidence ({len(evidence)})</h2>"
+    under = f'<p>Files under <code class="path">{esc(folder)}</code></p>' if folder else ""
+    return (f"<h2>Evidence ({len(evidence)})</h2>" + under
             + table(["role", "kinds", "node", "rank", "time", "uri:line", "raw text"], rows))
+
+
+def common_folder(uris: list[str]) -> str:
+    """The folder (ending in /) every uri lies in, beyond the scheme: shown once above the evidence, so each line
+    names its file by the rest of its path."""
+    prefix = os.path.commonprefix([u.rsplit("/", 1)[0] + "/" for u in uris]) if uris else ""
+    prefix = prefix[:prefix.rfind("/") + 1]
+    return prefix if prefix.rstrip("/").count("/") > 2 else ""  # not a bare file:/// or s3://bucket/
 
 
 def evidence_kinds(e: dict) -> str:
