@@ -95,6 +95,10 @@ def test_the_readme_tour_runs_as_written(tmp_path):
                 server = None
             else:
                 outputs[shlex.join(argv)] = run(argv).stdout
+                if argv[0] == "curl":  # the same request answers 200
+                    url = next(a for a in argv if "/v1/" in a)
+                    with urllib.request.urlopen(url if "://" in url else f"http://{url}", timeout=30) as answer:
+                        assert answer.status == 200
     finally:
         if server is not None:
             server.kill()
