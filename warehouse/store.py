@@ -51,8 +51,8 @@ def _add_struct_fields(con: duckdb.DuckDBPyConnection) -> None:
     types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
                              "WHERE table_name = 'attributions'").fetchall())
     for column, name, sql_type in _ADDED_FIELDS:
-        current = types[column]
-        if not re.search(rf'[(,] *"?{name}"? ', current):
+        current = types.get(column)
+        if current is not None and not re.search(rf'[(,] *"?{name}"? ', current):
             types[column] = f"{current.removesuffix(')[]')}, {name} {sql_type})[]"
             con.execute(f"ALTER TABLE attributions ALTER {column} SET DATA TYPE {types[column]} "
                         f"USING list_transform({column}, lambda e: struct_insert(e, {name} := NULL::{sql_type}))")
