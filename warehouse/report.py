@@ -70,17 +70,22 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
 
 def esc(value) -> str:
     """Any value as escaped HTML text (lists joined, None as a dash)."""
+    return html.escape(shown(value), quote=True)
+
+
+def shown(value) -> str:
+    """Any value as the text a page shows (lists joined, None as a dash, times in UTC), not yet escaped."""
     if value is None:
         return "–"
     if isinstance(value, (list, tuple)):
-        return esc(", ".join(str(v) for v in value)) if value else "–"
+        return ", ".join(str(v) for v in value) if value else "–"
     if isinstance(value, dict):
-        return esc(json.dumps(value, default=str))
+        return json.dumps(value, default=str)
     if isinstance(value, datetime):
-        return esc(fmt_ts(value))
+        return fmt_ts(value)
     if isinstance(value, (float, Decimal)):
-        return esc(f"{float(value):.3g}")
-    return html.escape(str(value), quote=True)
+        return f"{float(value):.3g}"
+    return str(value)
 
 
 def fmt_ts(ts) -> str:
@@ -147,8 +152,8 @@ def clipped(value) -> str:
     """esc(value), each word longer than _LONG_WORD characters cut to that length with an ellipsis, whole on hover."""
     def cut(m: re.Match) -> str:
         return f'<span title="{esc(m[0])}">{esc(m[0][:_LONG_WORD - 1])}…</span>'
-    text = "–" if value is None else str(value) if not isinstance(value, (list, tuple)) else ", ".join(map(str, value)) or "–"
-    return "".join(cut(m) if m[0].strip() and len(m[0]) > _LONG_WORD else esc(m[0]) for m in re.finditer(r"\s+|\S+", text))
+    return "".join(cut(m) if len(m[0]) > _LONG_WORD and not m[0].isspace() else esc(m[0])
+                   for m in re.finditer(r"\s+|\S+", shown(value)))
 
 
 def unbroken_words(cell: str) -> str:
