@@ -1,7 +1,7 @@
 -- id: ib_link_kernel
 -- detects: InfiniBand/RoCE/Ethernet link loss in the kernel log (carrier down, cable/module errors, mlx5/EFA health),
---          and the HCA asynchronous events NCCL reports (port error -> the link; catastrophic or QP fatal -> the NIC;
---          informational events such as a GID table change are not used)
+--          and the HCA asynchronous events NCCL reports (port error -> the link; catastrophic, or any event NCCL calls
+--          fatal (QP, CQ) -> the NIC; informational events such as a GID table change or a port going active are not used)
 -- domain: network/ib_link, network/roce, network/nic
 -- inputs: events(kind in ib_link, ib_port_module, nic_health, nccl_ib_async)
 SELECT e.attempt_id, e.event_id, 'ib_link_kernel' AS rule_id,
@@ -9,7 +9,8 @@ SELECT e.attempt_id, e.event_id, 'ib_link_kernel' AS rule_id,
            WHEN e.kind = 'ib_link' AND e.code_text = 'down' THEN 'root'
            WHEN e.kind = 'ib_port_module' AND (e.severity = 'error' OR e.code_text ILIKE '%unplugged%') THEN 'root'
            WHEN e.kind = 'nic_health' THEN 'root'
-           WHEN e.kind = 'nccl_ib_async' AND regexp_matches(coalesce(e.code_text, ''), '(?i)port error|catastrophic|fatal|work queue error|access violation') THEN 'root'
+           WHEN e.kind = 'nccl_ib_async' AND (json_extract_string(e.fields, '$.fatal') IS NOT NULL
+                OR regexp_matches(coalesce(e.code_text, ''), '(?i)port error|catastrophic|fatal|work queue error|access violation')) THEN 'root'
            ELSE 'ignored'
        END AS role,
        'network' AS domain,
