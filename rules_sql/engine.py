@@ -1,7 +1,7 @@
 """Run the SQL rules over the events of many attempts at once and build their verdict rows.
 
 The caller registers the lake's relations on the connection: `events_all` (events, DESIGN §3), `progress` (training
-progress per rank and minute), `attempts` (one context row per attempt), `reports` (connector reports) — plus this module adds `xid_catalog` and `params`. Every rule file
+progress per rank and minute), `attempts` (one context row per attempt), `reports` (connector reports) — plus this module adds `xid_catalog`, `exception_symptoms` (rules_sql/exception_symptoms.py) and `params`. Every rule file
 is one SELECT returning rule hits (DESIGN §4); they are checked for the contract's columns, UNIONed, ranked
 (`_rank.sql`) and turned into verdict rows (the other RANKING_SCRIPTS).
 
@@ -37,6 +37,8 @@ from firstfault.schema import (
     ROLES,
     xid_catalog_path,
 )
+from firstfault.rules_sql.exception_symptoms import shipped_exception_symptoms
+from firstfault.transforms.messages import catalogue_dir
 
 HEADER_KEYS = ("id", "detects", "domain", "inputs")
 # The built-in scripts that are not rules: the shared views every rule reads (run before the rules), then the ranking,
@@ -189,12 +191,16 @@ def rules_version(rules: Sequence[Rule], pattern_dirs: Sequence[Path] = ()) -> s
     scripts = [builtin_rules_dir() / name for name in (VIEWS_SCRIPT, *RANKING_SCRIPTS)]
     files = [r.path for r in rules] + scripts + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path(), chains_path()]
     files += [p for d in pattern_dirs for p in sorted(Path(d).glob("*.yaml"))]
+    files += sorted(catalogue_dir().glob("*.yaml"))  # exception_symptoms comes from the message catalogue
     for path in sorted(files, key=lambda p: (p.name, str(p))):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 
 
 def register_reference(con: duckdb.DuckDBPyConnection, settings: AttributionSettings, version: str) -> None:
+    con.execute("CREATE OR REPLACE TEMP TABLE exception_symptoms (id VARCHAR, pattern VARCHAR)")
+    if symptoms := [list(row) for row in shipped_exception_symptoms()]:
+        con.executemany("INSERT INTO exception_symptoms VALUES (?, ?)", symptoms)
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT * FROM read_csv('{xid_catalog_path().as_posix()}', header = true, "
         "all_varchar = true)"

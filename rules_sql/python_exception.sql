@@ -5,13 +5,15 @@
 --          connections (the cascade); the c10d store's and Gloo's timeouts and JAX's coordination-service errors
 --          (a store waiting for clients that never joined, a send or recv or a barrier that waited in vain: they name
 --          the process left waiting, not the one that failed); a DataLoader worker killed by a signal (the signal's
---          consequence); a launcher's CalledProcessError for the Python worker it started (torch.distributed.launch,
+--          consequence); every exception text the message catalogue calls a symptom (the `exception_symptoms` table:
+--          a DataLoader worker that exited unexpectedly, the agent's stop signal, …); a launcher's CalledProcessError for the Python worker it started (torch.distributed.launch,
 --          accelerate launch: it relays that worker's exit status). CUDA texts, OOM, NaN and storage errors have their
 --          own rules. Exceptions printed after the job was told to stop (a Slurm cancel, the torchrun agent's death
 --          signal) are teardown. When the same exception is raised on two or more nodes (a bad config, a missing file,
 --          an import error), the cause is the job's code, not a node: no culprit node.
 -- domain: application/exception
--- inputs: events(kind in python_exception, exception_line, torchrun_failure, deepspeed_exit, slurm_cancel, torchrun_death_signal)
+-- inputs: events(kind in python_exception, exception_line, torchrun_failure, deepspeed_exit, slurm_cancel, torchrun_death_signal),
+--         exception_symptoms
 WITH traced AS (
     SELECT *, json_extract_string(fields, '$.message') AS text
     FROM events
@@ -35,14 +37,15 @@ classified AS (
     SELECT x.*,
         regexp_matches(coalesce(x.code_text, '') || ' ' || coalesce(x.text, ''),
             '(DistBackendError|ChildFailedError|NCCL|ncclRemoteError|ncclSystemError|ncclInternalError|Watchdog|watchdog|'
-            || 'ProcessGroup|Connection reset|Connection closed by peer|Broken pipe|SIGTERM|SignalException|KeyboardInterrupt|'
-            || 'SystemExit|Rendezvous|DistStoreError|DistNetworkError|waiting for (clients|workers)|client socket has (timed out|failed)|'
+            || 'ProcessGroup|Connection reset|Connection closed by peer|Broken pipe|SIGTERM|KeyboardInterrupt|'
+            || 'SystemExit|Rendezvous|DistStoreError|DistNetworkError|waiting for workers|client socket has failed|'
             || 'Socket Timeout|Timed out waiting \d+ms for (send|recv) operation|DEADLINE_EXCEEDED|coordination service|'
             || 'CUDA error|cuda runtime error|Unexpected error from cudaGetDeviceCount|out of memory|OutOfMemoryError|communicator was aborted|'
             || 'DataLoader worker \(pid \d+\) is killed by signal: (Killed|Terminated)|'
             || 'CalledProcessError\b.*Command ''\[''[^'']*python[0-9.]*'', |'
             || 'NaN|NAN|\bnan\b|loss scale already at minimum|Minimum loss scale reached|'
-            || 'Errno (5|28|30|116|122)\]|Input/output error|No space left on device|Read-only file system|Stale file handle)') AS is_cascade_or_elsewhere,
+            || 'Errno (5|28|30|116|122)\]|Input/output error|No space left on device|Read-only file system|Stale file handle)')
+        OR EXISTS (SELECT 1 FROM exception_symptoms s WHERE regexp_matches(coalesce(x.text, ''), s.pattern)) AS is_cascade_or_elsewhere,
         EXISTS (SELECT 1 FROM teardown_marks m
                 WHERE m.attempt_id = x.attempt_id
                   AND ((m.ts IS NOT NULL AND x.ts IS NOT NULL AND m.ts <= x.ts) OR (m.uri = x.uri AND m.line < x.line))) AS after_stop
