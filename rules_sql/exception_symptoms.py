@@ -1,6 +1,5 @@
-"""The exception texts the message catalogue calls symptoms (a DataLoader worker that exited unexpectedly, a store left
-waiting for its clients, the agent's own stop signal): python_exception leaves an exception aside when its message
-matches one of them. Each text comes from its entry's format string as written in the emitter's source: the quoted
+"""The exception texts the message catalogue calls symptoms (a store left waiting for its clients, the agent's own
+stop signal): python_exception leaves an exception aside when its message matches one of them. Each text comes from its entry's format string as written in the emitter's source: the quoted
 literals are kept, the expressions and conversions between them match any text."""
 from __future__ import annotations
 

@@ -6,11 +6,12 @@
 --          (a store waiting for clients that never joined, a send or recv or a barrier that waited in vain: they name
 --          the process left waiting, not the one that failed); a DataLoader worker killed by a signal (the signal's
 --          consequence); every exception text the message catalogue calls a symptom (the `exception_symptoms` table:
---          a DataLoader worker that exited unexpectedly, the agent's stop signal, …); a launcher's CalledProcessError for the Python worker it started (torch.distributed.launch,
---          accelerate launch: it relays that worker's exit status). CUDA texts, OOM, NaN and storage errors have their
---          own rules. Exceptions printed after the job was told to stop (a Slurm cancel, the torchrun agent's death
---          signal) are teardown. When the same exception is raised on two or more nodes (a bad config, a missing file,
---          an import error), the cause is the job's code, not a node: no culprit node.
+--          a store left waiting for its clients, the agent's own stop signal); a launcher's CalledProcessError for the
+--          Python worker it started (torch.distributed.launch, accelerate launch: it relays that worker's exit status).
+--          CUDA texts, OOM, NaN and storage errors have their own rules. Exceptions printed after the job was told to
+--          stop (a Slurm cancel, the torchrun agent's death signal) are teardown. When the same exception is raised on
+--          two or more nodes (a bad config, a missing file, an import error), the cause is the job's code, not a node:
+--          no culprit node.
 -- domain: application/exception
 -- inputs: events(kind in python_exception, exception_line, torchrun_failure, deepspeed_exit, slurm_cancel, torchrun_death_signal),
 --         exception_symptoms

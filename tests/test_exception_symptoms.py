@@ -32,4 +32,4 @@ def test_every_symptom_exception_entry_matches_its_own_examples_and_values_decid
             assert all(re.search(patterns[m.id], x.lines[-1]) for x in m.examples), m.id
     # a worker killed by SIGKILL is a symptom, one that crashed is the cause: the format alone cannot tell them apart
     assert "pytorch.dataloader.worker_killed_by_signal" not in patterns
-    assert "pytorch.dataloader.worker_exited_with_code" in patterns
+    assert "pytorch.elastic.signal_exception" in patterns
