@@ -76,7 +76,7 @@ def follow_no_redirects() -> None:
     """From now on this process's HTTP(S) file reads do not follow redirects, so a file fetched is the URL that was
     checked, not wherever its server points (a redirect's own body is read instead: no log lines). For a server that
     reads URLs for other people (`firstfault api`); fsspec applies its config to file systems made after this."""
-    import fsspec.config
+    import fsspec.config  # imported on use: only the API server turns redirects off
 
     for scheme in sorted(_DECODED):
         fsspec.config.conf.setdefault(scheme, {})["allow_redirects"] = False

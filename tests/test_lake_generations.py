@@ -66,7 +66,7 @@ def test_sql_lake_views_read_the_committed_generation_only(tmp_path):
     lake.write("logs", DAY, KEY, one_column([1]), one_column([]).schema)
     lake.write("logs", DAY, "other", one_column([7]), one_column([]).schema)
     lake.write("logs", DAY, KEY, one_column([2, 2]), one_column([]).schema, new_generation())  # never committed
-    _, found = run_adhoc(str(tmp_path / "w.duckdb"), "SELECT attempt_key, x FROM lake.logs ORDER BY ALL", str(tmp_path / "lake"))
+    found = run_adhoc(str(tmp_path / "w.duckdb"), "SELECT attempt_key, x FROM lake.logs ORDER BY ALL", str(tmp_path / "lake")).rows
     assert found == [(KEY, 1), ("other", 7)]
 
 

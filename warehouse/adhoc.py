@@ -154,7 +154,7 @@ def _expose_lake(con: duckdb.DuckDBPyConnection, lake: str | None) -> None:
     con.execute("ATTACH ':memory:' AS lake (READ_WRITE)")
     if lake is None:
         return
-    from firstfault.lake import TABLES, Lake  # fsspec and pyarrow: only for a query that names the lake
+    from firstfault.lake import TABLES, Lake  # imported on use: fsspec and pyarrow, only for a query that names the lake
 
     folder = Lake(lake)
     for table in TABLES:

@@ -31,6 +31,19 @@ def test_rerun_gives_identical_rows(demo_dir, tmp_path):
     assert snapshot(config.warehouse.path) == first
     run_attempts(contexts[:1], config, flow="test")  # re-landing one attempt touches only its rows
     assert snapshot(config.warehouse.path) == first
-    lake_files = sorted(p.relative_to(tmp_path) for p in (tmp_path / "lake").rglob("*.parquet"))
+    lake_files = lake_layout(tmp_path / "lake")
     run_attempts(contexts, config, flow="test")
-    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "lake").rglob("*.parquet")) == lake_files
+    assert lake_layout(tmp_path / "lake") == lake_files
+
+
+def lake_layout(lake):
+    """The lake's partitions, each with its files named without their generation: a re-landing writes a new generation
+    of the same files, and leaves one generation per partition."""
+    layout = {}
+    for partition in sorted({p.parent for p in lake.rglob("*.parquet")}):
+        (marker,) = partition.glob("_complete-*")
+        prefix = f"part-{marker.name.removeprefix('_complete-')}-"
+        files = sorted(f.name for f in partition.glob("*.parquet"))
+        assert all(f.startswith(prefix) for f in files), files
+        layout[partition.relative_to(lake)] = [f.removeprefix(prefix) for f in files]
+    return layout
