@@ -29,6 +29,9 @@ MAX_GPUS_PER_NODE = 1024   # nodes x gpus_per_node ranks are built in memory
 MAX_SPEC_BYTES = 16 * 2**20  # a context of 10,000 nodes with their ranks is about 1 MB
 EARLIEST, LATEST = datetime(1970, 1, 2, tzinfo=timezone.utc), datetime(3000, 1, 1, tzinfo=timezone.utc)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# ids keep the text written in a YAML file: `017` and `15` are two workloads, not one
+IDS_AS_WRITTEN = (("workload_id",), ("cluster",), ("nodes", yamlio.EACH_ITEM), ("ranks", yamlio.EACH_ITEM, "node"),
+                  ("boot_times", yamlio.EACH_KEY), ("addresses", yamlio.EACH_KEY))
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ def load_static_context(path: str) -> AttemptContext:
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(path, None, f"cannot read: {e}") from None
     try:
-        doc = json.loads(text) if path.endswith(".json") else yamlio.safe_load(text)
+        doc = json.loads(text) if path.endswith(".json") else yamlio.safe_load(text, IDS_AS_WRITTEN)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         raise BadInput(path, None, f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {str(e).splitlines()[0]}") from None
     except RecursionError:
@@ -121,7 +124,7 @@ def context_from_dict(doc: Any, spec_uri: str, base_uri: str) -> AttemptContext:
         raise BadInput(spec_uri, "end", "is before start")
     gpus = v.integer(doc, "gpus_per_node", default=8, minimum=1, maximum=MAX_GPUS_PER_NODE)
     ctx = AttemptContext(
-        workload_id=v.text(doc, "workload_id", required=True),
+        workload_id=v.identifier(doc, "workload_id", required=True),
         attempt=v.integer(doc, "attempt", default=0, minimum=0),
         cluster=v.cluster(doc),
         state=(v.text(doc, "state") or "").upper() or None,
@@ -189,6 +192,23 @@ class _Validator:
             self.fail(key, "must be a string")
         return self.name(key, str(value).strip(), allow_empty=not required)
 
+    def identifier(self, doc, key, *, required=False, default=None):
+        """An id as written: a string (a JSON number is not an id), without surrounding spaces (`'job '` and `job`
+        would be two attempts that look like one)."""
+        value = doc.get(key)
+        if value is None:
+            if required:
+                self.fail(key, "required")
+            return default
+        return self.id_text(key, value)
+
+    def id_text(self, key, value):
+        if not isinstance(value, str):
+            self.fail(key, "must be a string")
+        if value != value.strip():
+            self.fail(key, "must not start or end with spaces")
+        return self.name(key, value)
+
     def name(self, key, value, *, allow_empty=False):
         """A string that becomes an id, a file name or a column value: short, one line, no control bytes."""
         if not value and not allow_empty:
@@ -201,7 +221,7 @@ class _Validator:
 
     def cluster(self, doc):
         # `<cluster>/<workload_id>/<attempt>` reads back only when the cluster has no `/` (the attempt never has one)
-        cluster = self.text(doc, "cluster", default="default")
+        cluster = self.identifier(doc, "cluster", default="default")
         if "/" in cluster:
             self.fail("cluster", "must not contain '/': attempt ids are <cluster>/<workload_id>/<attempt>")
         return cluster
@@ -267,9 +287,7 @@ class _Validator:
             self.fail("nodes", "must be a non-empty list of host names")
         names = []
         for i, n in enumerate(nodes):
-            if not isinstance(n, str) or not n.strip():
-                self.fail(f"nodes[{i}]", "must be a host name")
-            names.append(self.name(f"nodes[{i}]", n.strip()))
+            names.append(self.id_text(f"nodes[{i}]", n))
         if len(set(names)) != len(names):
             self.fail("nodes", "lists a host twice")
         return tuple(names)

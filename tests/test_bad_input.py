@@ -55,11 +55,11 @@ def test_bad_static_context_is_exit_2_naming_the_field(tmp_path, capsys, extra, 
 
 
 def test_yaml_only_cases(tmp_path, capsys):
-    """Mixed-type keys (YAML reads `5:` as an integer), documents nested 100k deep, numbers of 5,000 digits."""
+    """Mixed-type keys (a null key beside a name), documents nested 100k deep, numbers of 5,000 digits."""
     cases = {
         "boot.yaml": "workload_id: w\nstart: '2026-11-29T01:00:00Z'\nnodes: [n1, '5']\n"
-                     "boot_times: {n1: '2026-11-29T00:00:00Z', 5: '2026-11-29T00:00:00Z'}\n",
-        "addresses.yaml": "workload_id: w\nstart: '2026-11-29T01:00:00Z'\nnodes: [n1]\naddresses: {n1: [10.0.0.1], 7: [10.0.0.2]}\n",
+                     "boot_times: {n1: '2026-11-29T00:00:00Z', ~: '2026-11-29T00:00:00Z'}\n",
+        "addresses.yaml": "workload_id: w\nstart: '2026-11-29T01:00:00Z'\nnodes: [n1]\naddresses: {n1: [10.0.0.1], null: [10.0.0.2]}\n",
         "deep.json": '{"workload_id": "w", "scheduler": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}",
         "deep.yaml": "workload_id: w\nscheduler: {x: " + "[" * 100_000 + "]" * 100_000 + "}\n",
         # more digits than Python reads as a number from text
