@@ -88,7 +88,8 @@ def list_specs(patterns: Sequence[str]) -> list[str]:
                 walked[root] = [os.path.join(d, f) for d, _, files in os.walk(root) for f in files]
             found.update(p for p in walked[root] if fnmatch.fnmatch(os.path.basename(p), name))
         else:
-            found.update(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+            # whatever is not a folder: a FIFO or a device named like a spec is a failure row (load_static_context)
+            found.update(p for p in glob.glob(path, recursive=True) if not os.path.isdir(p))
     return sorted(found)
 
 

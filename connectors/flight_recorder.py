@@ -15,9 +15,9 @@ import pickle
 import posixpath
 import re
 
-import fsspec
 import polars as pl
 
+from firstfault.connectors.regular_files import read_at_most
 from firstfault.connectors.static_context import AttemptContext
 from firstfault.schema import FLIGHT_RECORDER_ENTRY_SCHEMA, FLIGHT_RECORDER_SOURCE
 
@@ -92,8 +92,7 @@ def read_dumps(uris: list[str], ctx: AttemptContext) -> tuple[pl.DataFrame, list
 def _read_one(uri: str) -> tuple[dict | None, dict]:
     report = {"uri": uri, "status": "ok", "rows": 0, "reason": None, "rank": None}
     try:
-        with fsspec.open(uri, "rb") as f:
-            data = f.read(MAX_DUMP_BYTES + 1)
+        data = read_at_most(uri, MAX_DUMP_BYTES)
         if len(data) > MAX_DUMP_BYTES:
             raise ValueError(f"not a dump: larger than {MAX_DUMP_BYTES} bytes")
         dump = load_dump(data)

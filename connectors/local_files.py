@@ -17,6 +17,7 @@ import numpy as np
 from fsspec.compression import compr
 from fsspec.utils import infer_compression
 
+from firstfault.connectors.regular_files import NOT_REGULAR
 from firstfault.connectors.static_context import AttemptContext, LogSpec
 from firstfault.connectors.urls import is_normal
 
@@ -78,7 +79,7 @@ def resolve_logs(ctx: AttemptContext, limits: GlobLimits = GlobLimits()) -> tupl
         for rel, node in expansions:
             found, problem = _glob(ctx.base_uri, rel, limits, deadline)
             if problem is not None or not found:
-                missing.append(Missing(spec.source, rel, problem or _why_nothing_matches(ctx.base_uri, rel),
+                missing.append(Missing(spec.source, rel, problem or why_nothing_matches(ctx.base_uri, rel),
                                        "missing" if problem is None else "error"))
             for uri in found:
                 files.setdefault(uri, _describe(uri, spec, node, ctx.nodes))
@@ -101,13 +102,14 @@ def files_bytes(files: Sequence[LogFile]) -> int:
     return total
 
 
-def _why_nothing_matches(base_uri: str, rel: str) -> str:
-    """A device, pipe or folder named where a log should be is never read (it may never end): say so."""
+def why_nothing_matches(base_uri: str, rel: str) -> str:
+    """A device, pipe or folder named (or matched by a glob) where an input file should be is never read (it may
+    never end): say so."""
     target = rel if "://" in rel or rel.startswith("/") else posixpath.join(base_uri, rel)
     fs, path = fsspec.core.url_to_fs(target)
     local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
-    if local and os.path.exists(path) and not os.path.isfile(path):
-        return "not a regular file (a device, a pipe or a folder): not read"
+    if local and glob.glob(path, recursive=True):  # matches, none of them a regular file (_glob keeps those)
+        return f"{NOT_REGULAR}: not read"
     return "no file matches"
 
 
@@ -120,7 +122,8 @@ def resolve_paths(ctx: AttemptContext, patterns: tuple[str, ...], source: str = 
         uris, problem = _glob(ctx.base_uri, rel, limits, deadline)
         found.extend(uris)
         if problem is not None or not uris:
-            missing.append(Missing(source, rel, problem or "no file matches", "missing" if problem is None else "error"))
+            missing.append(Missing(source, rel, problem or why_nothing_matches(ctx.base_uri, rel),
+                                   "missing" if problem is None else "error"))
     return sorted(set(found)), missing
 
 

@@ -13,6 +13,7 @@ import fsspec
 import yaml
 
 from firstfault import yamlio
+from firstfault.connectors.regular_files import NotRegularFile, read_at_most
 from firstfault.connectors.urls import NotNormal, url_key
 from firstfault.errors import BadInput
 from firstfault.ids import attempt_id, attempt_key, day_key
@@ -88,13 +89,14 @@ class AttemptContext:
 def load_static_context(path: str) -> AttemptContext:
     """Read and validate a static context; raise BadInput naming the file and field."""
     try:
-        with fsspec.open(path, "rb") as f:
-            data = f.read(MAX_SPEC_BYTES + 1)  # bounded: `--static /dev/zero` must not read forever
+        data = read_at_most(path, MAX_SPEC_BYTES)
         if len(data) > MAX_SPEC_BYTES:
             raise BadInput(path, None, f"larger than {MAX_SPEC_BYTES // 2**20} MiB: not a static context")
         text = data.decode("utf-8")
     except FileNotFoundError:
         raise BadInput(path, None, "file not found") from None
+    except NotRegularFile as e:
+        raise BadInput(path, None, str(e)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(path, None, f"cannot read: {e}") from None
     try:

@@ -140,6 +140,10 @@ def test_any_document_is_a_context_or_bad_input(doc):
 
 
 def test_a_static_context_that_never_ends_is_refused(tmp_path, capsys):
-    code = main(["attribute", "--static", "/dev/zero", "--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")])
-    err = capsys.readouterr().err
-    assert code == 2 and err == "firstfault: /dev/zero: larger than 16 MiB: not a static context\n"
+    huge = tmp_path / "huge.yaml"
+    with open(huge, "wb") as f:
+        f.truncate(64 << 20)  # sparse: read as zeros
+    for spec, problem in ((huge, "larger than 16 MiB: not a static context"), ("/dev/zero", "not a regular file (a device, a pipe or a folder)")):
+        code = main(["attribute", "--static", str(spec), "--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")])
+        err = capsys.readouterr().err
+        assert code == 2 and err == f"firstfault: {spec}: {problem}\n"
