@@ -29,8 +29,7 @@ def flight_recorder_events(entries: pl.DataFrame, reports: list[dict], attempt_i
     index = {r["uri"]: file_index_base + i for i, r in enumerate(reports)}
     rows = []
     for r in reports:
-        dump = r.get("dump")
-        if dump is None:
+        if "pgs" not in r:  # not readable: no dump event
             continue
         rank = r["rank"]
         node, local_rank = placed.get(rank, (None, None))
@@ -40,8 +39,8 @@ def flight_recorder_events(entries: pl.DataFrame, reports: list[dict], attempt_i
             "kind": "flight_recorder_dump", "code": r["rows"], "code_text": "dump", "severity": "info",
             "node": node, "rank": rank, "local_rank": local_rank, "ts": _ts(max(created)) if created else None,
             "ts_quality": "exact" if created else "none",
-            "message": f"flight recorder dump of rank {rank}: {r['rows']} entries, {len(dump['_pgs'])} process groups",
-            "fields": json.dumps({"pgs": dump["_pgs"], "entries": r["rows"], "version": str(dump.get("version"))}),
+            "message": f"flight recorder dump of rank {rank}: {r['rows']} entries, {len(r['pgs'])} process groups",
+            "fields": json.dumps({"pgs": r["pgs"], "entries": r["rows"], "version": r["version"]}),
             "source": SOURCE, "uri": r["uri"], "line": 0, "locator": json.dumps({"dump": r["uri"]}),
             "raw": f"{posixpath.basename(r['uri'])}: {r['rows']} entries",
         })
