@@ -430,8 +430,10 @@ def _attribute(args) -> int:
     use_prefect = args.prefect == "always" or (args.prefect == "auto" and os.environ.get("PREFECT_API_URL"))
     if use_prefect:
         from firstfault.flows.attempt import attribute_attempt
+        from firstfault.flows.temporary_api import prefect_api
 
-        attempt_ids = attribute_attempt(specs, args.config, config.lake.root, config.warehouse.path)
+        with prefect_api():
+            attempt_ids = attribute_attempt(specs, args.config, config.lake.root, config.warehouse.path)
     else:
         from firstfault.connectors.static_context import load_static_context
         from firstfault.run import run_attempts

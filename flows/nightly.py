@@ -20,6 +20,7 @@ from firstfault import progress
 from firstfault.config import Config, resolve_config
 from firstfault.errors import BadInput
 from firstfault.flows.artifacts import publish_artifacts
+from firstfault.flows.temporary_api import prefect_api
 from firstfault.nightly import (
     Candidate,
     Plan,
@@ -102,7 +103,8 @@ def task_runner(runner: str = "local", address: str | None = None, workers: int 
 
 
 def run(runner: str = "local", address: str | None = None, **parameters) -> dict:
-    return nightly.with_options(task_runner=task_runner(runner, address))(**parameters)
+    with prefect_api():
+        return nightly.with_options(task_runner=task_runner(runner, address))(**parameters)
 
 
 def deployment(config_path: str | None = None, name: str = DEPLOYMENT_NAME, cron: str | None = None, **parameters):

@@ -99,3 +99,43 @@ def test_kill_9_at_seeded_points_then_rerun_equals_an_uninterrupted_run(catalog,
         (marker,) = partition.glob("_complete-*")
         generation = marker.name.removeprefix("_complete-")
         assert all(f.name.startswith(f"part-{generation}-") for f in partition.glob("*.parquet")), sorted(partition.iterdir())
+
+
+def run_processes(marker: str) -> set[int]:
+    """Every live process whose environment carries `marker` (the run's TMPDIR): the nightly and all it started,
+    whoever their parent is now."""
+    found = set()
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes().split(b"\0"):
+                found.add(int(environ.parent.name))
+        except OSError:
+            continue
+    return {pid for pid in found if alive(pid)}
+
+
+def test_kill_9_of_a_dask_nightly_leaves_no_process_behind(catalog, tmp_path):
+    """Prefect's temporary API server (and the Dask cluster) end with a nightly killed with kill -9."""
+    root = tmp_path / "dask"
+    (root / "tmp").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(TMPDIR=str(root / "tmp"), PREFECT_HOME=str(root / "prefect"), PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180")
+    marker = f"TMPDIR={root / 'tmp'}"
+    proc = subprocess.Popen([sys.executable, "-m", "firstfault.cli", "nightly", "--date", DAY, "--catalog", str(catalog),
+                             "--lake", str(root / "lake"), "--warehouse", str(root / "w.duckdb"), "--runner", "dask"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = time.monotonic() + 120
+    while time.monotonic() < started and proc.poll() is None and len(run_processes(marker)) < 4:
+        time.sleep(0.2)  # the server and the cluster's processes are up
+    time.sleep(2)
+    assert proc.poll() is None, "the nightly ended before it could be killed"
+    proc.kill()
+    proc.wait()
+    gone_by = time.monotonic() + 10
+    while run_processes(marker) and time.monotonic() < gone_by:
+        time.sleep(0.2)
+    left = run_processes(marker)
+    commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120] for pid in left}
+    for pid in left:  # this test's own processes
+        os.kill(pid, 9)
+    assert not left, f"processes outlived the killed nightly: {commands}"
