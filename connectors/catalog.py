@@ -15,7 +15,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import fsspec
 
-from firstfault.config import Config
+from firstfault.config import ApiSettings, Config
 from firstfault.connectors.base import save_context
 from firstfault.connectors.fingerprint import input_identity
 from firstfault.connectors.registry import scheduler_connectors
@@ -111,10 +111,11 @@ def discover_scheduled(config: Config, run_date: date) -> tuple[list[str], list[
     return specs, failures, len(connectors)
 
 
-def discover(patterns: Sequence[str], days: Sequence[date], extra_specs: Sequence[str] = ()
+def discover(patterns: Sequence[str], days: Sequence[date], extra_specs: Sequence[str] = (), limits: ApiSettings = ApiSettings()
              ) -> tuple[dict[date, list[Candidate]], list[dict], Counter]:
     """The attempts whose `end` falls on one of `days` (UTC), by day, with their input fingerprints: every spec is
-    read once whatever the number of days. Malformed specs and unreadable inputs become failure rows. Returns
+    read once whatever the number of days. Malformed specs, specs over the `limits` ([api] max_nodes, ...) and
+    unreadable inputs become failure rows. Returns
     (candidates by day, failures, attempts per UTC end day of every spec read: an empty night names the nearest days
     that have attempts)."""
     specs = sorted(set(list_specs(patterns)) | set(extra_specs))
@@ -125,7 +126,7 @@ def discover(patterns: Sequence[str], days: Sequence[date], extra_specs: Sequenc
     ended: Counter = Counter()
     for uri in specs:
         try:
-            ctx = load_static_context(uri)
+            ctx = load_static_context(uri, limits)
         except BadInput as e:
             failures.append(run_failure(None, uri, "spec", str(e)))
             continue

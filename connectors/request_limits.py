@@ -13,7 +13,7 @@ import fsspec
 
 from firstfault.config import ApiSettings
 from firstfault.connectors.local_files import resolve_paths
-from firstfault.connectors.static_context import AttemptContext
+from firstfault.connectors.static_context import AttemptContext, check_sizes
 from firstfault.connectors.urls import NotNormal, UrlKey, url_key
 from firstfault.errors import BadInput
 
@@ -50,16 +50,11 @@ class Roots:
 
 def check_counts(ctx: AttemptContext, limits: ApiSettings, file: str) -> None:
     """Refuse an attempt bigger than the limits: the work it would cause grows with each of these counts."""
-    def over(field_: str, value: int, limit: int, key: str, what: str = "") -> None:
-        if value > limit:
-            raise BadInput(file, field_, f"{what}{value} is over this server's limit of {limit} ([api] {key})")
-
-    over("nodes", len(ctx.nodes), limits.max_nodes, "max_nodes")
-    over("gpus_per_node", ctx.gpus_per_node, limits.max_gpus_per_node, "max_gpus_per_node")
-    over("ranks", len(ctx.ranks), limits.max_ranks, "max_ranks")
-    over("gpus_per_node", len(ctx.nodes) * ctx.gpus_per_node, limits.max_ranks, "max_ranks", "nodes x gpus_per_node = ")
-    over("logs", len(ctx.logs) + len(ctx.metrics) + len(ctx.flight_recorder), limits.max_paths, "max_paths",
-         "logs, metrics and flight_recorder entries: ")
+    check_sizes(ctx, limits, file, "this server's")
+    paths = len(ctx.logs) + len(ctx.metrics) + len(ctx.flight_recorder)
+    if paths > limits.max_paths:
+        raise BadInput(file, "logs", f"logs, metrics and flight_recorder entries: {paths} is over this server's limit of "
+                       f"{limits.max_paths} ([api] max_paths)")
 
 
 def check_scheduler_facts(ctx: AttemptContext, file: str) -> None:

@@ -13,6 +13,7 @@ import fsspec
 import yaml
 
 from firstfault import yamlio
+from firstfault.config import ApiSettings
 from firstfault.connectors.regular_files import NotRegularFile, read_at_most
 from firstfault.connectors.urls import NotNormal, url_key
 from firstfault.errors import BadInput
@@ -86,8 +87,9 @@ class AttemptContext:
         return [(i * g + lr, n, lr) for i, n in enumerate(self.nodes) for lr in range(g)]
 
 
-def load_static_context(path: str) -> AttemptContext:
-    """Read and validate a static context; raise BadInput naming the file and field."""
+def load_static_context(path: str, limits: ApiSettings | None = None) -> AttemptContext:
+    """Read and validate a static context, within `limits` when given (a run's `config.api`: see check_sizes); raise
+    BadInput naming the file and field."""
     try:
         data = read_at_most(path, MAX_SPEC_BYTES)
         if len(data) > MAX_SPEC_BYTES:
@@ -107,8 +109,23 @@ def load_static_context(path: str) -> AttemptContext:
         raise BadInput(path, None, f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: nested too deeply") from None
     except ValueError as e:  # a number of more than 4,300 digits (Python's limit on int from text)
         raise BadInput(path, None, f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {e}") from None
-    base = posixpath.dirname(path) or "."
-    return context_from_dict(doc, path, base)
+    ctx = context_from_dict(doc, path, posixpath.dirname(path) or ".")
+    if limits is not None:
+        check_sizes(ctx, limits, path)
+    return ctx
+
+
+def check_sizes(ctx: AttemptContext, limits: ApiSettings, file: str, whose: str = "the") -> None:
+    """Refuse an attempt bigger than the `[api]` size limits, for a file as for a request: what a run builds for an
+    attempt (its rank map, placement lookups) grows with these counts."""
+    def over(field_: str, value: int, limit: int, key: str, what: str = "") -> None:
+        if value > limit:
+            raise BadInput(file, field_, f"{what}{value} is over {whose} limit of {limit} ([api] {key})")
+
+    over("nodes", len(ctx.nodes), limits.max_nodes, "max_nodes")
+    over("gpus_per_node", ctx.gpus_per_node, limits.max_gpus_per_node, "max_gpus_per_node")
+    over("ranks", len(ctx.ranks), limits.max_ranks, "max_ranks")
+    over("gpus_per_node", len(ctx.nodes) * ctx.gpus_per_node, limits.max_ranks, "max_ranks", "nodes x gpus_per_node = ")
 
 
 def context_from_dict(doc: Any, spec_uri: str, base_uri: str) -> AttemptContext:

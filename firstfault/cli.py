@@ -438,7 +438,7 @@ def _attribute(args) -> int:
         from firstfault.connectors.static_context import load_static_context
         from firstfault.run import run_attempts
 
-        contexts = [load_static_context(p) for p in specs]
+        contexts = [load_static_context(p, config.api) for p in specs]
         run_attempts(contexts, config, flow="attribute-attempt")
         attempt_ids = [c.attempt_id for c in contexts]
     _print_verdicts(config.warehouse.path, attempt_ids, as_json=args.json, single=len(attempt_ids) == 1, outputs=outputs)

@@ -114,7 +114,7 @@ def plan_nights(config: Config, days: Sequence[date], catalog: str | None = None
     if not patterns and not schedulers:
         raise BadInput("--catalog", "catalog", "nothing to discover: pass --catalog DIR_OR_URL, set [catalog] paths "
                        "or configure a scheduler ([slurm], [kueue]) in firstfault.toml")
-    by_day, spec_failures, ended = discover(patterns, days, [s for d in days for s in scheduled[d]])
+    by_day, spec_failures, ended = discover(patterns, days, [s for d in days for s in scheduled[d]], config.api)
     version = current_rules_version(config)
     plans = []
     for i, day in enumerate(days):
@@ -169,7 +169,7 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
     contexts = []
     for c in candidates:
         try:
-            contexts.append(load_static_context(c.spec_uri))
+            contexts.append(load_static_context(c.spec_uri, config.api))
         except Exception as e:  # noqa: BLE001 - a spec changed or vanished since discovery
             failures.append(run_failure(c.attempt_id, c.spec_uri, "land", describe(e)))
 

@@ -14,7 +14,7 @@ from firstfault.run import run_attempts
 def attribute_attempts(spec_paths: list[str], config_path: str | None, lake_root: str | None, warehouse_path: str | None) -> list[str]:
     """Land, attribute and store the attempts (one task: they share the landing pass and the rule pass)."""
     config = resolve_config(config_path, lake_root=lake_root, warehouse_path=warehouse_path)
-    contexts = [load_static_context(p) for p in spec_paths]
+    contexts = [load_static_context(p, config.api) for p in spec_paths]
     run_attempts(contexts, config, flow="attribute-attempt")
     return [c.attempt_id for c in contexts]
 

@@ -1,0 +1,64 @@
+"""Sizes that multiply: the `[api]` limits on nodes, ranks and GPUs per node hold for static-context files too
+(`attribute --static` exits 2 naming the field, a nightly records a failure row), and a file far over them is refused
+before anything is built for its ranks."""
+import json
+import resource
+import subprocess
+import sys
+import time
+from datetime import date
+
+import pytest
+
+from firstfault.cli import main
+from firstfault.config import ApiSettings
+from firstfault.connectors.catalog import discover
+
+BASE = {"workload_id": "w", "start": "2026-11-29T01:00:00Z", "end": "2026-11-29T02:00:00Z"}
+
+
+def nodes(n: int) -> list[str]:
+    return [f"n{i:06d}" for i in range(n)]
+
+
+@pytest.mark.parametrize("changes, problem", [
+    ({"nodes": nodes(1025)}, "field 'nodes': 1025 is over the limit of 1024 ([api] max_nodes)"),
+    ({"nodes": nodes(1), "gpus_per_node": 128}, "field 'gpus_per_node': 128 is over the limit of 64 ([api] max_gpus_per_node)"),
+    ({"nodes": nodes(1000), "gpus_per_node": 16},
+     "field 'gpus_per_node': nodes x gpus_per_node = 16000 is over the limit of 8192 ([api] max_ranks)"),
+    ({"nodes": nodes(1), "ranks": [{"rank": r, "node": "n000000"} for r in range(8193)]},
+     "field 'ranks': 8193 is over the limit of 8192 ([api] max_ranks)"),
+])
+def test_a_file_over_the_limits_is_exit_2_naming_the_field(tmp_path, capsys, changes, problem):
+    spec = tmp_path / "attempt.json"
+    spec.write_text(json.dumps({**BASE, **changes}))
+    assert main(["attribute", "--static", str(spec), "--lake", str(tmp_path / "lake")]) == 2
+    assert capsys.readouterr().err == f"firstfault: {spec}: {problem}\n"
+
+
+def test_the_limits_are_configurable(tmp_path, capsys):
+    spec = tmp_path / "attempt.json"
+    spec.write_text(json.dumps({**BASE, "nodes": nodes(1100), "gpus_per_node": 1}))
+    config = tmp_path / "firstfault.toml"
+    config.write_text("[api]\nmax_nodes = 2048\n")
+    assert main(["attribute", "--static", str(spec), "--config", str(config), "--lake", str(tmp_path / "lake"),
+                 "--warehouse", str(tmp_path / "w.duckdb")]) == 0, capsys.readouterr().err
+
+
+def test_a_nightly_records_a_spec_over_the_limits_as_a_failure(tmp_path):
+    (tmp_path / "big.json").write_text(json.dumps({**BASE, "nodes": nodes(2000)}))
+    by_day, failures, _ = discover([str(tmp_path / "*.json")], [date(2026, 11, 29)], limits=ApiSettings())
+    assert by_day == {date(2026, 11, 29): []}
+    assert [(f["stage"], f["error"]) for f in failures] == [
+        ("spec", f"{tmp_path / 'big.json'}: field 'nodes': 2000 is over the limit of 1024 ([api] max_nodes)")]
+
+
+def test_100000_nodes_at_1024_gpus_each_are_refused_at_once(tmp_path):
+    spec = tmp_path / "attempt.json"
+    spec.write_text(json.dumps({**BASE, "nodes": nodes(100_000), "gpus_per_node": 1024}))
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "firstfault.cli", "attribute", "--static", str(spec), "--lake", str(tmp_path / "lake")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "([api] max_nodes)" in done.stderr, done.stderr
+    assert time.monotonic() - began < 20
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1_500_000  # KB
