@@ -1,6 +1,7 @@
 """Local (or any fsspec) log files: resolve the context's globs, fingerprint, and read them in bounded batches."""
 from __future__ import annotations
 
+import codecs
 import fnmatch
 import glob
 import os
@@ -257,12 +258,15 @@ def fingerprint(uri: str) -> str:
 
 
 def plain_size(uri: str) -> int | None:
-    """The size of an uncompressed file (None for a compressed one, or when it cannot be read): what can be cut
-    into parts."""
+    """The size of an uncompressed file (None for a compressed or UTF-16 one, or when it cannot be read): what can be
+    cut into parts."""
     if infer_compression(uri) is not None:
         return None
     try:
         fs, path = fsspec.core.url_to_fs(uri)
+        with fs.open(path, "rb") as f:
+            if f.read(2) in _UTF16_BOMS:  # decoded from its start only
+                return None
         return fs.size(path)
     except OSError:
         return None
@@ -367,7 +371,7 @@ def _open_bounded(uri: str, part: FilePart | None = None):
             yield _RangeReader(raw, part.end - part.start), lambda: None
             return
         if compression is None:
-            yield raw, lambda: None
+            yield _utf8(raw), lambda: None
             return
         stream = compr[compression](raw, mode="rb")
         out = _CountingReader(stream)
@@ -379,9 +383,57 @@ def _open_bounded(uri: str, part: FilePart | None = None):
             return None
 
         try:
-            yield out, exceeded
+            yield _utf8(out), exceeded
         finally:
             stream.close()
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _utf8(stream):
+    """The stream as UTF-8: a file that starts with a UTF-16 byte order mark is decoded (Windows tools write logs
+    so), any other is read as it is."""
+    head = stream.read(2)
+    if head in _UTF16_BOMS:
+        return _Utf16Reader(stream, head)
+    return _Prefixed(stream, head)
+
+
+class _Prefixed:
+    """`head` (bytes already read from the stream), then the rest of the stream."""
+
+    def __init__(self, stream, head: bytes):
+        self._stream, self._head = stream, head
+        self._read1 = getattr(stream, "read1", stream.read)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._take(size, self._stream.read)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._take(size, self._read1)
+
+    def _take(self, size: int, read) -> bytes:
+        head, self._head = self._head, b""
+        if 0 <= size < len(head):
+            head, self._head = head[:size], head[size:]
+            return head
+        return head + read(size if size < 0 else size - len(head)) if head else read(size)
+
+
+class _Utf16Reader:
+    """A UTF-16 stream (its byte order from the mark) as UTF-8 bytes, decoded a read at a time."""
+
+    def __init__(self, stream, bom: bytes):
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        self._pending = self._decoder.decode(bom).encode("utf-8")
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        out = self._pending + self._decoder.decode(data, final=not data).encode("utf-8")
+        self._pending = b""
+        return out
 
 
 class _RangeReader:

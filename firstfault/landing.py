@@ -63,7 +63,7 @@ from firstfault.transforms.extract import (
 from firstfault.transforms.attempt_context import context_table, logged_gpu_models
 from firstfault.transforms.fixed_formats import detect_format, sample_lines
 from firstfault.transforms.flight_recorder_events import flight_recorder_events
-from firstfault.transforms.lines import LineStats, split_chunks
+from firstfault.transforms.lines import LineStats, looks_binary, split_chunks
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
 from firstfault.transforms.normalize import normalize_lines
@@ -74,9 +74,6 @@ from firstfault.transforms.timestamps import FileClock, anchor_files
 log = logging.getLogger(__name__)
 
 CANDIDATE_COLUMNS = list(LINE_SCHEMA)
-# A file whose first batch is mostly NUL-bearing lines is binary, not a log. Invalid UTF-8 does not count: real logs
-# carry stray bytes (a Latin-1 name, a cut multi-byte character), and such lines are repaired and kept.
-_BINARY_SHARE = 0.3
 # two units in flight; one when stage CPU is measured (stages.py)
 _NORMALIZE_THREADS = 1 if stages.ENABLED else 2
 _PIECES_PER_UNIT = 4
@@ -460,6 +457,7 @@ class _Piece:
     last: bool = False
     error: str | None = None
     format: str | None = None  # of the file, detected on its first chunk (fixed_formats.py)
+    binary: bool = False  # of the file, judged on its first chunk (transforms/lines.py looks_binary)
 
 
 @dataclass
@@ -467,7 +465,7 @@ class _FileState:
     clock: FileClock
     stats: LineStats = field(default_factory=LineStats)
     rows: int = 0
-    skipped: int = 0  # readable lines not landed because the file is binary
+    skipped: int = 0  # lines not landed because the file is binary
     status: str = "ok"
     reason: str | None = None
 
@@ -493,12 +491,12 @@ def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]
                     state.status, state.reason = "error", piece.error
                     log.warning("cannot read %s: %s", log_file.uri, piece.error)
             elif state.status in ("ok", "skipped"):
-                # every line read is counted: landed (rows), dropped (lines_binary) or skipped with the file
+                # every line read is counted: landed (rows) or skipped with the file
                 state.stats.add(stats)
-                if piece.first and stats.lines and stats.binary / stats.lines > _BINARY_SHARE:
+                if piece.first and piece.binary:
                     state.status, state.reason = "skipped", "binary content, not a text log"
                 if state.status == "skipped":
-                    state.skipped += stats.lines - stats.binary
+                    state.skipped += stats.lines
                 else:
                     kept.append(position)
         if frame.height and len(kept) < len(unit):
@@ -554,8 +552,9 @@ def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
                 if previous is not None:
                     yield previous
                 file_format = detect_format(sample_lines(chunk)) if previous is None else previous.format
+                binary = looks_binary(chunk) if previous is None else previous.binary
                 previous = _Piece(index, log_file, chunk, first_line, cut_bytes, chunk.count(b"\n"), first=previous is None,
-                                  format=file_format)
+                                  format=file_format, binary=binary)
         except (OSError, EOFError, ValueError) as e:
             if previous is not None:
                 yield previous

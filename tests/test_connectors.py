@@ -161,16 +161,17 @@ def test_a_decompression_bomb_is_cut_and_reported_not_read_whole(tmp_path, monke
 
 
 def test_every_line_read_is_landed_or_counted_also_in_a_skipped_file(tmp_path):
-    # lines read = rows + lines_binary + lines_skipped, whether the file is kept or skipped as binary, across pieces
-    (tmp_path / "node-01.log").write_bytes(b"\x00junk\n" * 600 + b"readable\n" * 400)  # binary by its first piece
+    # lines read = rows + lines_skipped, whether the file is kept or skipped as binary, across pieces; lines_binary
+    # counts the landed lines NUL bytes were stripped from
+    (tmp_path / "node-01.log").write_bytes(b"\x01\x02junk\n" * 600 + b"readable\n" * 400)  # binary by its first piece
     (tmp_path / "node-02.log").write_bytes(b"line\n" * 900 + b"\x00nul\n" * 100)
     ctx = make_ctx(tmp_path, logs=[{"source": "syslog", "path": "{node}.log"}])
     result = land_attempt(ctx, Lake(str(tmp_path / "lake")), load_patterns(), LandingSettings(batch_bytes=2048))
     reports = {r["uri"].rsplit("/", 1)[1]: r for r in result.reports}
     skipped, kept = reports["node-01.log"], reports["node-02.log"]
     assert skipped["status"] == "skipped" and skipped["rows"] == 0
-    assert (skipped["lines_binary"], skipped["lines_skipped"]) == (600, 400)
-    assert kept["status"] == "ok" and (kept["rows"], kept["lines_binary"], kept["lines_skipped"]) == (900, 100, 0)
+    assert (skipped["lines_binary"], skipped["lines_skipped"]) == (0, 1000)
+    assert kept["status"] == "ok" and (kept["rows"], kept["lines_binary"], kept["lines_skipped"]) == (1000, 100, 0)
 
 
 def test_a_device_named_as_a_log_is_reported_not_read(tmp_path):

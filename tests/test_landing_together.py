@@ -61,13 +61,13 @@ def test_attempts_landed_together_match_each_landed_alone(tmp_path):
 
 
 def test_a_unit_whose_lines_are_all_dropped_lands_empty(tmp_path):
-    (tmp_path / "app.log").write_bytes(b"\x00\n")
+    (tmp_path / "app.log").write_bytes(b"\x01\x02\x03\n")  # binary: skipped
     ctx = context_from_dict({"workload_id": "nul", "start": "2026-11-29T01:00:00Z", "nodes": ["node-01"],
                              "logs": [{"source": "applog", "path": "app.log"}]}, str(tmp_path / "attempt.yaml"), str(tmp_path))
     lake = Lake(str(tmp_path / "lake"))
     result = land_attempt(ctx, lake, load_patterns())
     assert result.log_rows == 0 and lake.read("logs", ctx.day, ctx.attempt_key).num_rows == 0
-    assert [(r["status"], r["lines_binary"]) for r in result.reports] == [("skipped", 1)]
+    assert [(r["status"], r["lines_skipped"]) for r in result.reports] == [("skipped", 1)]
 
 
 def test_attempts_landed_by_worker_processes_match_those_landed_together(tmp_path):

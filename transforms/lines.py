@@ -1,8 +1,9 @@
 """Split a chunk of raw bytes into a frame of lines without a per-line Python loop.
 
 Newlines are found with numpy over the whole buffer and the lines become an Arrow string array that points into
-the same buffer, so a chunk is copied about once. Mis-encoded bytes are replaced (U+FFFD) and counted, lines with
-NUL bytes (binary data) are dropped and counted, over-long lines are truncated and counted.
+the same buffer, so a chunk is copied about once. Mis-encoded bytes are replaced (U+FFFD) and counted, NUL bytes are
+stripped from the lines that carry them (a power loss leaves NUL runs in a text log) and those lines counted,
+over-long lines are truncated and counted. `looks_binary` tells a binary file from a text log by its first bytes.
 """
 from __future__ import annotations
 
@@ -16,13 +17,18 @@ import pyarrow as pa
 REPLACEMENT = "\ufffd".encode()
 # Past this many bad sequences a chunk is treated as binary junk and repaired in one go.
 _MAX_PATCHES = 4096
+# A file is binary when more than BINARY_SHARE of its first BINARY_HEAD_BYTES, NUL bytes left aside, are control bytes
+# other than these (TAB, LF, FF, CR, ESC: colour codes) or invalid UTF-8
+BINARY_HEAD_BYTES = 64 << 10
+BINARY_SHARE = 0.10
+_TEXT_CONTROLS = np.array([9, 10, 12, 13, 27], dtype=np.uint8)
 
 
 @dataclass
 class LineStats:
     lines: int = 0
     malformed: int = 0  # lines whose bytes were not valid UTF-8
-    binary: int = 0  # lines with NUL bytes, dropped
+    binary: int = 0  # lines with NUL bytes, stripped from them
     truncated: int = 0  # lines cut to max_line_bytes
 
     def add(self, other: "LineStats") -> None:
@@ -30,6 +36,20 @@ class LineStats:
         self.malformed += other.malformed
         self.binary += other.binary
         self.truncated += other.truncated
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether a file that starts with `head` is binary rather than a text log: more than BINARY_SHARE of its first
+    BINARY_HEAD_BYTES, NUL bytes left aside, are control bytes other than TAB, LF, FF, CR and ESC, or bytes of invalid
+    UTF-8 (a Latin-1 name now and then stays well below)."""
+    data = np.frombuffer(head[:BINARY_HEAD_BYTES], dtype=np.uint8)
+    data = data[data != 0]
+    if not data.size:
+        return False
+    control = int(np.count_nonzero(((data < 32) & ~np.isin(data, _TEXT_CONTROLS)) | (data == 127)))
+    text = data.tobytes()
+    invalid = len(text) - len(text.decode("utf-8", "ignore").encode("utf-8"))
+    return control + invalid > BINARY_SHARE * data.size
 
 
 def repair_utf8(data: bytes) -> tuple[bytes, int]:
@@ -114,7 +134,7 @@ def split_chunks(chunks: Sequence[bytes], first_lines: Sequence[int], max_line_c
         has_nul = frame["raw"].str.contains("\x00", literal=True)
         for s, n in zip(stats, per_chunk(has_nul)):
             s.binary = n
-        frame = frame.filter(~has_nul)
+        frame = frame.with_columns(pl.col("raw").str.replace_all("\x00", "", literal=True))
     too_long = frame["raw"].str.len_bytes() > max_line_chars
     if too_long.any():
         for s, n in zip(stats, per_chunk(too_long)):

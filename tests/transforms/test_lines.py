@@ -6,10 +6,11 @@ from firstfault.transforms.lines import LineStats, repair_utf8, split_chunks, sp
 def test_split_keeps_physical_line_numbers_and_counts_bad_lines():
     chunk = b"a\r\nb \xff\xfe x\n\x00binary\n" + b"z" * 100 + b"\n\nlast"
     frame, stats = split_lines(chunk, 10, 50)
-    assert frame["line"].to_list() == [10, 11, 13, 14, 15]
+    assert frame["line"].to_list() == [10, 11, 12, 13, 14, 15]
     assert frame["raw"].to_list()[0] == "a"
     assert frame["raw"][1] == "b \ufffd\ufffd x"
-    assert len(frame["raw"][2]) == 50
+    assert frame["raw"][2] == "binary"  # its NUL stripped
+    assert len(frame["raw"][3]) == 50
     assert (stats.lines, stats.malformed, stats.binary, stats.truncated) == (6, 1, 1, 1)
 
 
