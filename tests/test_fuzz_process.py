@@ -1,10 +1,12 @@
 """Hostile input through the whole `firstfault attribute` process: random bytes, newline floods, invalid UTF-8 mixed
-into real lines, gzip bombs, flight-recorder pickles that repeat one entry by reference and log URLs with
+into real lines, gzip bombs, flight-recorder pickles that repeat one entry by reference, fan out, nest 200,000 deep or
+hold millions of memo references, FIFOs named as inputs, ids YAML would read as numbers or times, and log URLs with
 percent-encoded dots and separators. The process exits only 0 or 2, never prints a traceback, its peak memory stays
 under a fixed bound, and a URL is fetched as the path it was checked as, or refused."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import pickle
 import posixpath
@@ -19,6 +21,8 @@ from hypothesis import strategies as st
 from static_site import StaticSite
 
 from firstfault.connectors.urls import NotNormal, url_key
+
+from test_flight_recorder_bounds import ENTRY, fan_out, memo_reference_dump, nested_dump
 
 PEAK_RSS_LIMIT_MB = 1536
 XID = b"Nov 29 01:10:02 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
@@ -54,19 +58,31 @@ pickles = st.one_of(
     st.recursive(st.one_of(st.none(), st.integers(), st.text(max_size=20)),
                  lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
                  max_leaves=30).map(lambda obj: pickle.dumps({"entries": obj})),
+    st.integers(1, 8).map(lambda levels: pickle.dumps({"rank": 0, "entries": [dict(ENTRY, profiling_name=fan_out(levels))]})),
+    st.integers(1, 200_000).map(nested_dump),
+    st.integers(1, 5_000_000).map(memo_reference_dump),
 )
+# a FIFO where one input should be: it must be refused, never waited on
+fifos = st.sampled_from([None, "node-01.log", "_dump_1", "metrics.csv"])
+# ids as written in YAML: plain scalars YAML would read as numbers or times, and ids with surrounding spaces
+ids = st.one_of(st.sampled_from(["fuzz", "0x1F", "017", "12:30", "1.10", "1_000", "true", "'job '", "' job'"]),
+                st.text(max_size=12).map(json.dumps))
 
 
-def run_attribute(tmp_path, log: bytes | None, compressed: bool, dump: bytes | None, url: str | None = None) -> tuple[int, str, int]:
-    name = "node-01.log.gz" if compressed else "node-01.log"
-    if log is not None:
+def run_attribute(tmp_path, log: bytes | None, compressed: bool, dump: bytes | None, fifo: str | None = None,
+                  workload_id: str = "fuzz", url: str | None = None) -> tuple[int, str, int]:
+    name = "node-01.log.gz" if compressed and fifo != "node-01.log" else "node-01.log"
+    if fifo is not None:
+        os.mkfifo(tmp_path / fifo)
+    if log is not None and name != fifo:
         (tmp_path / name).write_bytes(log)
-    spec = {"workload_id": "fuzz", "start": "2026-11-29T01:00:00Z", "end": "2026-11-29T02:00:00Z",
-            "nodes": ["node-01", "node-02"], "state": "FAILED", "logs": [{"source": "syslog", "path": url or name}]}
-    if dump is not None:
-        (tmp_path / "_dump_0").write_bytes(dump)
+    spec = {"start": "2026-11-29T01:00:00Z", "end": "2026-11-29T02:00:00Z", "nodes": ["node-01", "node-02"],
+            "state": "FAILED", "logs": [{"source": "syslog", "path": url or name}], "metrics": ["metrics.csv"]}
+    if dump is not None or fifo == "_dump_1":
+        if dump is not None:
+            (tmp_path / "_dump_0").write_bytes(dump)
         spec["flight_recorder"] = ["_dump_*"]
-    (tmp_path / "attempt.yaml").write_text(yaml.safe_dump(spec))
+    (tmp_path / "attempt.yaml").write_text(f"workload_id: {workload_id}\ncluster: {workload_id}\n" + yaml.safe_dump(spec))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(tmp_path / "rss"), sys.executable, "-m", "firstfault.cli",
                            "attribute", "--static", str(tmp_path / "attempt.yaml"), "--lake", str(tmp_path / "lake"),
@@ -77,15 +93,25 @@ def run_attribute(tmp_path, log: bytes | None, compressed: bool, dump: bytes | N
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.data_too_large])
-@given(log=log_bytes, compressed=st.booleans(), dump=pickles)
-@example(log=gzip_bomb(96), compressed=True, dump=None)
-@example(log=newline_flood(2), compressed=False, dump=None)
-@example(log=latin1_mixed(REAL_LINES * 3), compressed=False, dump=pickle.dumps({"entries": [{"state": "x"}] * 500_000}))
-def test_hostile_input_exits_0_or_2_without_traceback_in_bounded_memory(tmp_path_factory, log, compressed, dump):
+@given(log=log_bytes, compressed=st.booleans(), dump=pickles, fifo=fifos, workload_id=ids)
+@example(log=gzip_bomb(96), compressed=True, dump=None, fifo=None, workload_id="fuzz")
+@example(log=newline_flood(2), compressed=False, dump=None, fifo=None, workload_id="fuzz")
+@example(log=latin1_mixed(REAL_LINES * 3), compressed=False, dump=pickle.dumps({"entries": [{"state": "x"}] * 500_000}),
+         fifo=None, workload_id="fuzz")
+@example(log=XID, compressed=False, dump=pickle.dumps({"rank": 0, "entries": [dict(ENTRY, state=fan_out(8))]}), fifo=None,
+         workload_id="fuzz")  # fan-out
+@example(log=XID, compressed=False, dump=nested_dump(200_000), fifo=None, workload_id="fuzz")  # depth
+@example(log=XID, compressed=False, dump=memo_reference_dump(5_000_000), fifo=None, workload_id="fuzz")  # memo references
+@example(log=XID, compressed=False, dump=None, fifo="node-01.log", workload_id="fuzz")  # a FIFO as a log
+@example(log=XID, compressed=False, dump=None, fifo="_dump_1", workload_id="fuzz")  # a FIFO as a dump
+@example(log=XID, compressed=False, dump=None, fifo="metrics.csv", workload_id="fuzz")  # a FIFO as a metrics file
+@example(log=XID, compressed=False, dump=None, fifo=None, workload_id="12:30")  # an id YAML reads as a time
+@example(log=XID, compressed=False, dump=None, fifo=None, workload_id="'job '")  # an id with a trailing space
+def test_hostile_input_exits_0_or_2_without_traceback_in_bounded_memory(tmp_path_factory, log, compressed, dump, fifo, workload_id):
     tmp_path = tmp_path_factory.mktemp("hostile")
     if compressed and not log.startswith(b"\x1f\x8b"):
         log = gzip.compress(log)
-    code, stderr, peak_mb = run_attribute(tmp_path, log, compressed, dump)
+    code, stderr, peak_mb = run_attribute(tmp_path, log, compressed, dump, fifo, workload_id)
     assert code in (0, 2), stderr
     assert "Traceback" not in stderr, stderr
     assert peak_mb < PEAK_RSS_LIMIT_MB, f"peak RSS {peak_mb} MB"
@@ -119,7 +145,7 @@ def test_a_log_url_is_fetched_as_the_path_it_was_checked_as_or_refused(tmp_path_
     tmp_path = tmp_path_factory.mktemp("url")
     url = site.url + "/" + "/".join(pieces)
     site.asked.clear()
-    code, stderr, peak_mb = run_attribute(tmp_path, None, False, None, url)
+    code, stderr, peak_mb = run_attribute(tmp_path, None, False, None, url=url)
     assert "Traceback" not in stderr, stderr
     try:
         checked = "/" + "/".join(url_key(url).segments)
