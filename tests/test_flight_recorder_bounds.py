@@ -22,24 +22,31 @@ sys.exit(code)
 """
 
 
-def test_a_pickle_bomb_is_bounded_and_reported(tmp_path):
+def attribute_dumps(tmp_path, dumps: dict[str, bytes]) -> list[dict]:
+    """Attribute an attempt with these flight-recorder dumps in a process of bounded peak memory that exits 0; the
+    dumps' connector reports."""
     (tmp_path / "fr").mkdir()
-    (tmp_path / "fr" / "_dump_0").write_bytes(pickle.dumps({"rank": 0, "entries": [ENTRY] * 1_000_000}))
-    wide = dict(ENTRY, input_sizes=[[1] * 1000] * 100_000)  # 100 M numbers as JSON text, from 200 KB
-    (tmp_path / "fr" / "_dump_1").write_bytes(pickle.dumps({"rank": 1, "entries": [wide] * 100}))
+    for name, data in dumps.items():
+        (tmp_path / "fr" / name).write_bytes(data)
     spec = tmp_path / "attempt.json"
     spec.write_text(json.dumps({"workload_id": "bomb", "start": "2026-11-29T01:00:00Z", "nodes": ["n1"],
                                 "flight_recorder": ["fr/_dump_*"]}))
     args = ["--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")]
     done = subprocess.run([sys.executable, "-c", RUN, "attribute", "--static", str(spec), *args],
                           capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr[-2000:]
     peak = int(done.stdout.split("PEAK_MB")[1])
     assert peak < PEAK_RSS_BOUND_MB, f"peak RSS {peak} MB"
     report = subprocess.run([sys.executable, "-m", "firstfault.cli", "sql", *args, "--format", "json",
                              "SELECT uri, status, rows, reason FROM connector_reports WHERE uri LIKE '%_dump_%' ORDER BY uri"],
                             capture_output=True, text=True, timeout=120)
-    rows = [json.loads(line) for line in report.stdout.splitlines()]
+    return [json.loads(line) for line in report.stdout.splitlines()]
+
+
+def test_a_pickle_bomb_is_bounded_and_reported(tmp_path):
+    wide = dict(ENTRY, input_sizes=[[1] * 1000] * 100_000)  # 100 M numbers as JSON text, from 200 KB
+    rows = attribute_dumps(tmp_path, {"_dump_0": pickle.dumps({"rank": 0, "entries": [ENTRY] * 1_000_000}),
+                                      "_dump_1": pickle.dumps({"rank": 1, "entries": [wide] * 100})})
     assert [(r["status"], r["rows"]) for r in rows] == [("ok", MAX_ENTRIES), ("ok", 100)]
     assert rows[0]["reason"] == f"{1_000_000 - MAX_ENTRIES} older entries skipped: more than {MAX_ENTRIES} in one dump"
 
@@ -92,23 +99,8 @@ SHAPES = {
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_a_dump_that_multiplies_is_read_within_bounds(tmp_path, shape):
-    (tmp_path / "fr").mkdir()
     dumps = SHAPES[shape]()
-    for name, data in dumps.items():
-        (tmp_path / "fr" / name).write_bytes(data)
-    spec = tmp_path / "attempt.json"
-    spec.write_text(json.dumps({"workload_id": shape, "start": "2026-11-29T01:00:00Z", "nodes": ["n1"],
-                                "flight_recorder": ["fr/_dump_*"]}))
-    args = ["--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")]
-    done = subprocess.run([sys.executable, "-c", RUN, "attribute", "--static", str(spec), *args],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    peak = int(done.stdout.split("PEAK_MB")[1])
-    assert peak < PEAK_RSS_BOUND_MB, f"peak RSS {peak} MB"
-    report = subprocess.run([sys.executable, "-m", "firstfault.cli", "sql", *args, "--format", "json",
-                             "SELECT uri, status, rows, reason FROM connector_reports WHERE uri LIKE '%_dump_%' ORDER BY uri"],
-                            capture_output=True, text=True, timeout=120)
-    rows = [json.loads(line) for line in report.stdout.splitlines()]
+    rows = attribute_dumps(tmp_path, dumps)
     assert len(rows) == len(dumps)
     if shape == "memo-references":
         assert rows[0]["status"] == "error" and "pickle operations" in rows[0]["reason"], rows
