@@ -75,6 +75,7 @@ def resolve_logs(ctx: AttemptContext, limits: GlobLimits = GlobLimits()) -> tupl
     files: dict[str, LogFile] = {}
     missing: list[Missing] = []
     deadline = time.monotonic() + limits.seconds
+    nodes = frozenset(ctx.nodes)
     for spec in ctx.logs:
         expansions = [(spec.path.replace("{node}", n), n) for n in ctx.nodes] if "{node}" in spec.path else [(spec.path, None)]
         for rel, node in expansions:
@@ -83,7 +84,7 @@ def resolve_logs(ctx: AttemptContext, limits: GlobLimits = GlobLimits()) -> tupl
                 missing.append(Missing(spec.source, rel, problem or why_nothing_matches(ctx.base_uri, rel),
                                        "missing" if problem is None else "error"))
             for uri in found:
-                files.setdefault(uri, _describe(uri, spec, node, ctx.nodes))
+                files.setdefault(uri, _describe(uri, spec, node, nodes))
     return sorted(files.values(), key=lambda f: (f.source, f.uri)), missing
 
 
@@ -232,14 +233,26 @@ def _is_file(fs, path: str) -> bool:
         return False
 
 
-def _describe(uri: str, spec: LogSpec, node: str | None, nodes: tuple[str, ...]) -> LogFile:
+def _describe(uri: str, spec: LogSpec, node: str | None, nodes: frozenset[str]) -> LogFile:
     name = posixpath.basename(uri)
     if node is None:
-        # the longest node name found in the file name wins (node-1 vs node-10)
-        hits = [n for n in nodes if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", name)]
-        node = max(hits, key=len) if hits else None
+        node = node_in_name(name, nodes)
     m = _RANK_IN_NAME.search(name)
     return LogFile(spec.source, uri, node, int(m.group(1)) if m else None, spec.label, spec.path, spec.origin)
+
+
+def node_in_name(name: str, nodes: frozenset[str]) -> str | None:
+    """The longest node name found in a file name between non-alphanumeric characters (node-1 vs node-10): the
+    name's pieces between such boundaries are looked up, so the cost does not grow with the number of nodes."""
+    cuts = [0, *(i for i, c in enumerate(name) if not _alnum(c)), len(name)]
+    starts = sorted({0, *(i + 1 for i in cuts[1:-1])})
+    ends = sorted({len(name), *cuts[1:-1]})
+    hits = [name[a:b] for a in starts for b in ends if b > a and name[a:b] in nodes]
+    return max(hits, key=lambda n: (len(n), n)) if hits else None
+
+
+def _alnum(c: str) -> bool:
+    return c.isascii() and c.isalnum()
 
 
 def fingerprint(uri: str) -> str:

@@ -24,6 +24,16 @@ JOIN attempts a USING (attempt_id)
 CROSS JOIN params p
 WHERE e.ts IS NULL OR meets_window(e.ts, e.ts, a.start_ts, a.end_ts, p.lookback_s, p.grace_s);
 
+-- The node of every rank of an attempt: its context's listed ranks (`rank_map`), else node-major (rank = node index x
+-- gpus_per_node + local rank), generated here rather than stored rank by rank.
+CREATE OR REPLACE TEMP VIEW rank_nodes AS
+SELECT attempt_id, CAST(r[1] AS INTEGER) AS rank, r[2] AS node
+FROM (SELECT attempt_id, unnest(from_json(rank_map, '[["VARCHAR"]]')) AS r FROM attempts WHERE rank_map IS NOT NULL)
+UNION ALL
+SELECT attempt_id, CAST(i * gpus_per_node + local_rank AS INTEGER) AS rank, nodes[i + 1] AS node
+FROM (SELECT attempt_id, nodes, gpus_per_node, unnest(range(len(nodes))) AS i FROM attempts WHERE rank_map IS NULL),
+     LATERAL (SELECT unnest(range(gpus_per_node)) AS local_rank);
+
 -- Which rank drives which GPU, from NCCL's ncclCommInitRank lines (busId) of the attempt.
 CREATE OR REPLACE TEMP VIEW gpu_ranks AS
 SELECT attempt_id, node, gpu, min(rank) AS rank

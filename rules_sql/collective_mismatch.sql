@@ -4,11 +4,7 @@
 --          signature is in the minority are the culprits; with no minority the whole group is named.
 -- domain: application/collective_mismatch (strong enough to beat the watchdog cascade)
 -- inputs: events(kind in torch_watchdog_timeout, torch_watchdog_state)
-WITH rank_nodes AS (
-    SELECT attempt_id, CAST(r[1] AS INTEGER) AS rank, r[2] AS node
-    FROM (SELECT attempt_id, unnest(from_json(rank_map, '[["VARCHAR"]]')) AS r FROM attempts WHERE rank_map IS NOT NULL)
-),
-timeouts AS (
+WITH timeouts AS (
     SELECT t.attempt_id, t.event_id, coalesce(t.node, m.node) AS node, t.rank, t.ts, t.seq, t.op_type, t.numel_in, t.numel_out,
            coalesce(t.pg, (SELECT min(s.pg) FROM events s
                             WHERE s.attempt_id = t.attempt_id AND s.kind = 'torch_watchdog_state' AND s.rank = t.rank

@@ -7,11 +7,7 @@
 --          (weaker). Never fires when all ranks look alike.
 -- domain: infrastructure/hang (rank granularity; an earlier Xid or exception on that rank is stronger and wins)
 -- inputs: events(kind in torch_watchdog_state, torch_watchdog_timeout), attempts(rank_map)
-WITH rank_nodes AS (
-    SELECT attempt_id, CAST(r[1] AS INTEGER) AS rank, r[2] AS node
-    FROM (SELECT attempt_id, unnest(from_json(rank_map, '[["VARCHAR"]]')) AS r FROM attempts WHERE rank_map IS NOT NULL)
-),
-states AS (  -- one status per (attempt, PG, rank): the earliest line
+WITH states AS (  -- one status per (attempt, PG, rank): the earliest line
     SELECT attempt_id, event_id, node, rank, ts, coalesce(pg, '') AS pg, seq AS w, last_enqueued AS e, last_completed AS c
     FROM events
     WHERE kind = 'torch_watchdog_state' AND rank IS NOT NULL AND seq IS NOT NULL

@@ -5,11 +5,7 @@
 --          on that node (one row per domain, since confirmations join the chosen cause by domain and node).
 -- domain: none of its own (confirmation for hardware/software/application/infrastructure/network)
 -- inputs: events(kind in torchrun_failure, slurm_task_exit), attempts(rank_map)
-WITH rank_nodes AS (
-    SELECT attempt_id, CAST(r[1] AS INTEGER) AS rank, r[2] AS node
-    FROM (SELECT attempt_id, unnest(from_json(rank_map, '[["VARCHAR"]]')) AS r FROM attempts WHERE rank_map IS NOT NULL)
-),
-torchrun_root AS (
+WITH torchrun_root AS (
     SELECT e.attempt_id, e.event_id, e.rank, coalesce(m.node, e.node, json_extract_string(e.fields, '$.host')) AS node, e.ts,
            printf('torchrun root cause (first observed failure): rank %s on %s, exitcode %s',
                   coalesce(CAST(e.rank AS VARCHAR), '?'), coalesce(m.node, e.node, json_extract_string(e.fields, '$.host'), '?'),

@@ -6,11 +6,7 @@
 --          usually means the debug dump hung) and confirms otherwise.
 -- domain: software/watchdog_stuck
 -- inputs: events(kind in torch_heartbeat, torch_watchdog_timeout)
-WITH rank_nodes AS (
-    SELECT attempt_id, CAST(r[1] AS INTEGER) AS rank, r[2] AS node
-    FROM (SELECT attempt_id, unnest(from_json(rank_map, '[["VARCHAR"]]')) AS r FROM attempts WHERE rank_map IS NOT NULL)
-),
-timed_out_ranks AS (
+WITH timed_out_ranks AS (
     SELECT DISTINCT attempt_id, rank FROM events WHERE kind = 'torch_watchdog_timeout' AND rank IS NOT NULL
 ),
 signals AS (

@@ -62,3 +62,32 @@ def test_100000_nodes_at_1024_gpus_each_are_refused_at_once(tmp_path):
     assert done.returncode == 2 and "([api] max_nodes)" in done.stderr, done.stderr
     assert time.monotonic() - began < 20
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1_500_000  # KB
+
+
+def test_a_file_name_names_its_node_whatever_the_number_of_nodes():
+    from firstfault.connectors.local_files import node_in_name
+
+    nodes = frozenset([f"node-{i}" for i in range(100_000)] + ["gpu", "a.b"])
+    assert node_in_name("node-1.log", nodes) == "node-1"
+    assert node_in_name("syslog-node-10.gz", nodes) == "node-10"  # the longest name, node-1 is not cut out of node-10
+    assert node_in_name("node-10x.log", nodes) is None             # only between non-alphanumeric characters
+    assert node_in_name("a.b-kernel.log", nodes) == "a.b" and node_in_name("xa.b.log", nodes) is None
+    began = time.monotonic()
+    for i in range(2000):
+        node_in_name(f"rank{i}-node-{i * 7}.stdout.log", nodes)
+    assert time.monotonic() - began < 2
+
+
+def test_100000_nodes_under_raised_limits_build_nothing_per_node_for_each_file(tmp_path):
+    (tmp_path / "n000001.log").write_text("Nov 29 01:10:02 n000001 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")
+    spec = tmp_path / "attempt.json"
+    spec.write_text(json.dumps({**BASE, "nodes": nodes(100_000), "logs": [{"path": f"n{i:06d}.log"} for i in range(1, 3)]}))
+    config = tmp_path / "firstfault.toml"
+    config.write_text("[api]\nmax_nodes = 100000\nmax_ranks = 1000000\n")
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "firstfault.cli", "attribute", "--static", str(spec), "--config", str(config),
+                           "--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - began < 60
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1_500_000  # KB

@@ -28,7 +28,9 @@ def logged_gpu_models(events: pl.DataFrame) -> dict[str | None, str]:
 
 
 def context_table(ctx: AttemptContext, logged_gpu_model: str | None = None) -> pa.Table:
-    """The context row; `logged_gpu_model` (from the attempt's logs) stands in when the scheduler gave no GPU model."""
+    """The context row; `logged_gpu_model` (from the attempt's logs) stands in when the scheduler gave no GPU model.
+    `rank_map` holds the listed `ranks` only: the node-major default follows from `nodes` and `gpus_per_node` (the
+    rules' `rank_nodes` view), so nothing is written per rank of a default map."""
     def utc(t):
         return None if t is None else t.astimezone(timezone.utc).replace(tzinfo=None)
 
@@ -36,6 +38,6 @@ def context_table(ctx: AttemptContext, logged_gpu_model: str | None = None) -> p
         "attempt_id": ctx.attempt_id, "cluster": ctx.cluster, "workload_id": ctx.workload_id, "attempt": ctx.attempt,
         "state": ctx.state, "exit_code": ctx.exit_code, "start_ts": utc(ctx.start), "end_ts": utc(ctx.end),
         "timezone": ctx.timezone, "gpu_model": ctx.gpu_model or logged_gpu_model, "gpus_per_node": ctx.gpus_per_node,
-        "nodes": list(ctx.nodes), "rank_map": json.dumps(ctx.rank_map()), "spec_uri": ctx.spec_uri,
+        "nodes": list(ctx.nodes), "rank_map": json.dumps(ctx.ranks) if ctx.ranks else None, "spec_uri": ctx.spec_uri,
     }
     return pa.Table.from_pylist([row], CONTEXT_SCHEMA)
