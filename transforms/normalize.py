@@ -10,7 +10,7 @@ import polars as pl
 
 from firstfault.transforms.decorations import strip_decorations
 from firstfault.transforms.fixed_formats import strip_by_format
-from firstfault.transforms.placement import host_aliases, place_attempt_lines
+from firstfault.transforms.placement import NodeMajor, host_aliases, place_attempt_lines
 from firstfault.transforms.timestamps import local_window, parse_timestamps
 
 if TYPE_CHECKING:  # the attempt facts read here; transforms do not import connectors at run time
@@ -49,14 +49,19 @@ def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str
     if len(positions) == 1:  # one attempt: its facts are literals, cheaper than per-line lookups
         ctx = ctxs[positions[0]]
         lf = parse_timestamps(lf, tz=tz, window_start=ctx.start, window_end=ctx.end or ctx.start)
-        rosters, attempt = [(ctx.nodes, ctx.rank_map())], pl.lit(0, pl.Int64)
+        rosters, attempt = [_roster(ctx)], pl.lit(0, pl.Int64)
     else:
         def per_attempt(values: dict[int, datetime]) -> pl.Expr:
             return pl.col("_attempt").replace_strict(values, default=None, return_dtype=pl.Datetime("us"))
 
         lf = parse_timestamps(lf, tz=tz, window_start=per_attempt({i: local_window(ctxs[i].start, tz) for i in positions}),
                               window_end=per_attempt({i: local_window(ctxs[i].end or ctxs[i].start, tz) for i in positions}))
-        rosters, attempt = [(c.nodes, c.rank_map()) for c in ctxs], pl.col("_attempt")
+        rosters, attempt = [_roster(c) for c in ctxs], pl.col("_attempt")
     lf = place_attempt_lines(lf, rosters, attempt, file_node=pl.col("_file_node"), file_rank=pl.col("_file_rank"),
                              label_mode=pl.col("_label"))
     return lf.drop("_file_node", "_file_rank", "_label")
+
+
+def _roster(ctx: AttemptContext):
+    """The attempt's nodes and rank map as placement takes them: the listed ranks, or the node-major default as such."""
+    return ctx.nodes, ctx.ranks or NodeMajor(ctx.gpus_per_node)

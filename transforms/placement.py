@@ -2,8 +2,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import polars as pl
+
+
+@dataclass(frozen=True)
+class NodeMajor:
+    """The default rank map of an attempt without listed ranks: rank = node index x gpus_per_node + local rank. Placed
+    by arithmetic and one entry per node, never a lookup entry per rank."""
+    gpus_per_node: int
 
 
 def host_aliases(nodes: Sequence[str]) -> dict[str, str]:
@@ -28,11 +36,14 @@ def resolve_host(expr: pl.Expr, aliases: Mapping[str, str], prefix: pl.Expr | No
     return pl.coalesce(lookup(lower), lookup(lower.str.split(".").list.first()), *((expr,) if keep_unknown else ()))
 
 
+RankMap = Sequence[tuple[int, str, int]] | NodeMajor
+
+
 def place_lines(
     lf: pl.LazyFrame,
     *,
     nodes: Sequence[str],
-    rank_map: Sequence[tuple[int, str, int]],
+    rank_map: RankMap,
     file_node: str | None | pl.Expr,
     file_rank: int | None | pl.Expr,
     label_mode: str | pl.Expr,
@@ -48,7 +59,7 @@ _SPAN = 1 << 32
 
 def place_attempt_lines(
     lf: pl.LazyFrame,
-    attempts: Sequence[tuple[Sequence[str], Sequence[tuple[int, str, int]]]],
+    attempts: Sequence[tuple[Sequence[str], RankMap]],
     attempt: pl.Expr,
     *,
     file_node: str | None | pl.Expr,
@@ -85,14 +96,39 @@ def place_attempt_lines(
         return value if single else prefix + value
 
     aliases, rank_node, rank_local, device_rank, label_node_of = {}, {}, {}, {}, {}
+    gpus_of, node_index = {}, {}  # node-major attempts: their gpus_per_node, and each node's index
     for i, (nodes, rank_map) in enumerate(attempts):
         for alias, node in host_aliases(nodes).items():
             aliases[str_key(i, alias)] = node
         label_node_of.update({int_key(i, k): n for k, n in enumerate(nodes)})
+        if isinstance(rank_map, NodeMajor):
+            gpus_of[i] = rank_map.gpus_per_node
+            node_index.update({str_key(i, n): k for k, n in enumerate(nodes)})
+            continue
         for r, n, lr in rank_map:
             rank_node[int_key(i, r)] = n
             rank_local[int_key(i, r)] = lr
             device_rank[str_key(i, f"{n}#{lr}")] = r
+    # null on the lines of attempts with listed ranks: their node-major terms below are null too
+    gpus = (pl.lit(gpus_of.get(0), pl.Int64) if single else attempt.replace_strict(gpus_of, default=None, return_dtype=pl.Int64))
+
+    def node_of_rank(rank: pl.Expr) -> pl.Expr:
+        listed = keyed(rank).replace_strict(rank_node, default=None, return_dtype=pl.String)
+        # a node index past the last node is no entry of label_node_of: null
+        major = keyed(rank.cast(pl.Int64) // gpus).replace_strict(label_node_of, default=None, return_dtype=pl.String)
+        return pl.coalesce(listed, pl.when(rank >= 0).then(major))
+
+    def local_of_rank(rank: pl.Expr) -> pl.Expr:
+        listed = keyed(rank).replace_strict(rank_local, default=None, return_dtype=pl.Int32)
+        return pl.coalesce(listed, pl.when(node_of_rank(rank).is_not_null() & rank.is_not_null() & gpus.is_not_null())
+                           .then((rank.cast(pl.Int64) % gpus).cast(pl.Int32)))
+
+    def rank_of_device(node: pl.Expr, device: pl.Expr) -> pl.Expr:
+        listed = keyed_str(pl.concat_str(node, pl.lit("#"), device.cast(pl.String))).replace_strict(
+            device_rank, default=None, return_dtype=pl.Int32)
+        index = keyed_str(node).replace_strict(node_index, default=None, return_dtype=pl.Int64)
+        major = pl.when((device >= 0) & (device < gpus)).then(index * gpus + device.cast(pl.Int64)).cast(pl.Int32)
+        return pl.coalesce(listed, major)
 
     def host(expr: pl.Expr, *, keep_unknown: bool = True) -> pl.Expr:
         return resolve_host(expr, aliases, None if single else prefix, keep_unknown=keep_unknown)
@@ -114,16 +150,13 @@ def place_attempt_lines(
             host(pl.col("launcher_host"), keep_unknown=False),
             host(pl.col("nccl_host")),
             label_node,
-            keyed(pl.col("_rank_direct")).replace_strict(rank_node, default=None, return_dtype=pl.String),
+            node_of_rank(pl.col("_rank_direct")),
             host(pl.col("syslog_host")),
         )
     )
     # torchrun's tag is the local rank itself; NCCL's `[dev]` is the CUDA device, the local rank as launchers set it
     device = pl.coalesce(pl.col("local_rank_prefix"), pl.col("nccl_dev"))
-    device_key = keyed_str(pl.concat_str(pl.col("node"), pl.lit("#"), device.cast(pl.String)))
     return lf.with_columns(
-        rank=pl.coalesce(pl.col("_rank_direct"), device_key.replace_strict(device_rank, default=None, return_dtype=pl.Int32)),
-        local_rank=pl.coalesce(
-            keyed(pl.col("_rank_direct")).replace_strict(rank_local, default=None, return_dtype=pl.Int32), device
-        ).cast(pl.Int32),
+        rank=pl.coalesce(pl.col("_rank_direct"), rank_of_device(pl.col("node"), device)),
+        local_rank=pl.coalesce(local_of_rank(pl.col("_rank_direct")), device).cast(pl.Int32),
     ).drop("_rank_direct")

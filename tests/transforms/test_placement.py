@@ -55,3 +55,15 @@ def test_torchrun_local_rank_needs_the_node_from_elsewhere():
     assert (row["node"], row["rank"], row["local_rank"]) == ("node-03", 19, 3)
     row = place(frame(local_rank_prefix=2, launcher_host="node-01"))
     assert (row["node"], row["rank"]) == ("node-01", 2)
+
+
+def test_a_node_major_map_places_like_its_listed_ranks_without_an_entry_per_rank():
+    from firstfault.transforms.placement import NodeMajor
+
+    cases = [frame(rank_prefix=9), frame(rank_prefix=99), frame(rank_prefix=-1), frame(nccl_host="node-03.x", nccl_dev=2),
+             frame(nccl_host="node-01", nccl_dev=9), frame(syslog_host="node-02", local_rank_prefix=3), frame(srun_label=2)]
+    for df in cases:
+        for mode in ("rank", "node"):
+            listed = place_lines(df.lazy(), nodes=NODES, rank_map=RANK_MAP, file_node=None, file_rank=None, label_mode=mode)
+            major = place_lines(df.lazy(), nodes=NODES, rank_map=NodeMajor(8), file_node=None, file_rank=None, label_mode=mode)
+            assert listed.collect().equals(major.collect()), (df.row(0), mode)
