@@ -183,12 +183,12 @@ representative AS (
         SELECT attempt_id, domain, subdomain, cause_node, rule_id, event_id, culprit_rank, gpu, granularity, summary,
                action, kind, code, raw_ts AS rep_ts, culprit_node,
                row_number() OVER (PARTITION BY attempt_id, domain, subdomain, cause_node
-                                  ORDER BY strength DESC, ts ASC NULLS LAST, event_id) AS n
+                                  ORDER BY strength DESC, ts ASC NULLS LAST, event_id NULLS LAST, rule_id) AS n
         FROM root_hits
     ) WHERE n = 1
 ),
 first_cause AS (  -- when the attempt's earliest timed cause started, and whether its stamp has whole seconds only
-    SELECT attempt_id, min(ts) AS t0_all, arg_min(whole_seconds, ts) AS t0_whole_seconds
+    SELECT attempt_id, min(ts) AS t0_all, arg_min(whole_seconds, (ts, whole_seconds)) AS t0_whole_seconds
     FROM bounded WHERE NOT lower_bound_only AND NOT late_in_file AND ts IS NOT NULL
     GROUP BY attempt_id
 ),

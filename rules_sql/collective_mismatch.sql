@@ -44,9 +44,9 @@ FROM scored
 WHERE n_max > n_min AND n_sig < n_max
 UNION ALL
 -- no minority: the group as a whole (no culprit node), anchored on the earliest timeout
-SELECT attempt_id, arg_min(event_id, coalesce(ts, TIMESTAMP '9999-01-01')), 'collective_mismatch', 'root', 'application',
+SELECT attempt_id, arg_min(event_id, (ts, event_id)), 'collective_mismatch', 'root', 'application',
        'collective_mismatch', NULL, NULL, NULL, 'group', 0.8, min(ts),
-       printf('collective mismatch at SeqNum %d: ranks issued different collectives (%s)', seq, any_value(sigs)),
+       printf('collective mismatch at SeqNum %d: ranks issued different collectives (%s)', seq, min(sigs)),
        'stop'
 FROM scored
 WHERE n_max = n_min

@@ -27,7 +27,7 @@ coll AS (  -- collective (not point-to-point) entries
       AND coalesce(json_extract_string(fields, '$.is_p2p'), 'false') <> 'true'
 ),
 newest AS (  -- each rank's newest collective: where it is now
-    SELECT c.attempt_id, c.rank, arg_max(m.pg_desc, c.line) AS pg_desc
+    SELECT c.attempt_id, c.rank, arg_max(m.pg_desc, (c.line, c.event_id)) AS pg_desc
     FROM coll c JOIN membership m ON m.attempt_id = c.attempt_id AND m.rank = c.rank AND m.pg = c.pg
     GROUP BY ALL
 ),
@@ -37,7 +37,7 @@ wavefront AS (
 ),
 frontier AS (  -- per PG: the newest collective any member issued, if it did not complete there
     SELECT attempt_id, pg, max(seq) AS front,
-           arg_max(state, seq) AS front_state
+           arg_max(state, (seq, state)) AS front_state
     FROM coll GROUP BY ALL
 ),
 progress AS (
@@ -63,7 +63,7 @@ missing AS (
     WHERE coalesce(d.reached, -1) < d.front AND d.n_front >= d.n_missing
 ),
 chosen AS (  -- one PG family per attempt: the wavefront, else model-parallel -> reduction -> default
-    SELECT attempt_id, arg_min(pg_desc, [-ranks_at, preference]) AS pg_desc
+    SELECT attempt_id, arg_min(pg_desc, (-ranks_at, preference, pg_desc)) AS pg_desc
     FROM missing GROUP BY attempt_id
 )
 SELECT m.attempt_id, m.dump_event AS event_id, 'flight_recorder_missing' AS rule_id, 'root' AS role,

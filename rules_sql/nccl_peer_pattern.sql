@@ -5,7 +5,7 @@
 -- domain: network/ib_link, network/nic
 -- inputs: events(kind = nccl_net_ib, peer_node resolved from NCCL INFO lines, host names and the node list)
 WITH edges AS (
-    SELECT attempt_id, node AS reporter, peer_node AS peer, min(ts) AS first_ts, arg_min(event_id, ts) AS event_id
+    SELECT attempt_id, node AS reporter, peer_node AS peer, min(ts) AS first_ts, arg_min(event_id, (ts, uri, line, event_id)) AS event_id
     FROM events
     WHERE kind = 'nccl_net_ib' AND coalesce(code, -1) NOT IN (4, 5)
       AND node IS NOT NULL AND peer_node IS NOT NULL AND peer_node <> node
@@ -17,7 +17,7 @@ ends AS (
     SELECT attempt_id, peer AS node, reporter AS other, first_ts, event_id FROM edges
 ),
 involvement AS (
-    SELECT attempt_id, node, count(DISTINCT other) AS counterparts, min(first_ts) AS ts, arg_min(event_id, first_ts) AS event_id
+    SELECT attempt_id, node, count(DISTINCT other) AS counterparts, min(first_ts) AS ts, arg_min(event_id, (first_ts, other, event_id)) AS event_id
     FROM ends
     GROUP BY ALL
 ),

@@ -7,14 +7,14 @@
 -- inputs: events(kind = nccl_socket, peer_node resolved from the static context's addresses, NCCL INFO lines and host names), attempts(nodes)
 WITH reports AS (
     SELECT attempt_id, peer_node AS vanished, node AS reporter, min(ts) AS ts,
-           coalesce(arg_min(event_id, ts), min(event_id)) AS event_id
+           arg_min(event_id, (ts, uri, line, event_id)) AS event_id
     FROM events
     WHERE kind = 'nccl_socket' AND peer_node IS NOT NULL AND node IS NOT NULL AND peer_node <> node
     GROUP BY ALL
 ),
 named AS (
     SELECT r.attempt_id, r.vanished, count(DISTINCT r.reporter) AS reporters, min(r.ts) AS ts,
-           coalesce(arg_min(r.event_id, r.ts), min(r.event_id)) AS event_id
+           arg_min(r.event_id, (r.ts, r.reporter, r.event_id)) AS event_id
     FROM reports r
     WHERE NOT EXISTS (SELECT 1 FROM events s WHERE s.attempt_id = r.attempt_id AND s.node = r.vanished AND s.kind = 'nccl_socket')
     GROUP BY ALL

@@ -33,8 +33,8 @@ compared AS (
     GROUP BY ALL
 ),
 slow AS (
-    SELECT attempt_id, rank, any_value(node) AS node, count(*) AS slow_windows, min(ts) AS ts,
-           arg_min(event_id, ts) AS event_id, max(compute_ms / peer_median) AS worst_ratio
+    SELECT attempt_id, rank, min(node) AS node, count(*) AS slow_windows, min(ts) AS ts,
+           arg_min(event_id, (ts, event_id)) AS event_id, max(compute_ms / peer_median) AS worst_ratio
     FROM compared
     WHERE peer_median > 0 AND compute_ms > 1.3 * peer_median
     GROUP BY attempt_id, rank

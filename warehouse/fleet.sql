@@ -28,8 +28,8 @@ WITH ids AS (
 )
 SELECT attempt_id, node, gpu, max(uuid) AS uuid, max(serial) AS serial, false AS latest FROM ids GROUP BY ALL
 UNION ALL
-SELECT NULL, node, gpu, arg_max(uuid, coalesce(ts, TIMESTAMP '1970-01-01')) FILTER (WHERE uuid IS NOT NULL),
-       arg_max(serial, coalesce(ts, TIMESTAMP '1970-01-01')) FILTER (WHERE serial IS NOT NULL), true
+SELECT NULL, node, gpu, arg_max(uuid, (coalesce(ts, TIMESTAMP '1970-01-01'), uuid)) FILTER (WHERE uuid IS NOT NULL),
+       arg_max(serial, (coalesce(ts, TIMESTAMP '1970-01-01'), serial)) FILTER (WHERE serial IS NOT NULL), true
 FROM ids GROUP BY node, gpu;
 
 -- block: _culprits
@@ -86,7 +86,7 @@ agg AS (
            count(*) FILTER (WHERE c.age_days < p.long_window_days) AS attempts_affected,
            list_sort(list(DISTINCT c.attempt_id) FILTER (WHERE c.age_days < p.long_window_days)) AS attempt_ids,
            min(c.fail_ts) AS first_seen, max(c.fail_ts) AS last_seen,
-           any_value(p.run_day) AS run_day
+           min(p.run_day) AS run_day
     FROM (SELECT DISTINCT * FROM _culprits) c, p  -- one row per attempt and culprit: count(*) counts attempts
     GROUP BY c.level, c.node, c.gpu, coalesce(c.gpu_uuid, '')
     HAVING count(*) FILTER (WHERE c.age_days < p.long_window_days) > 0
@@ -272,10 +272,10 @@ WHERE switch IS NOT NULL AND switch_port IS NOT NULL;
 CREATE OR REPLACE TABLE incidents AS
 WITH p AS (SELECT * FROM fleet_params),
 grouped AS (
-    SELECT kind, key, CAST(fail_day AS VARCHAR) AS day, any_value(node) AS node,
+    SELECT kind, key, CAST(fail_day AS VARCHAR) AS day, min(node) AS node,
            count(DISTINCT attempt_id) AS attempts, list_sort(list(DISTINCT attempt_id)) AS members,
            min(ts) AS first_seen, max(ts) AS last_seen,
-           CASE WHEN count(DISTINCT domain) = 1 THEN any_value(domain)
+           CASE WHEN count(DISTINCT domain) = 1 THEN min(domain)
                 WHEN count(DISTINCT domain) = 0 THEN NULL ELSE 'mixed' END AS domain
     FROM _implicated
     GROUP BY kind, key, fail_day
