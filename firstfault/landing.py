@@ -504,7 +504,7 @@ def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]
         file_rows: dict[int, int] = {}
         if frame.height:
             with stage("anchor"):
-                frame, clocks = anchor_files(frame, {g: states[g].clock for g in set(p.index for p in unit)})
+                frame, clocks = anchor_files(frame, {g: states[g].clock for g in sorted({p.index for p in unit})})
             for g, clock in clocks.items():
                 states[g].clock = clock
             counted = frame.get_column("_file").value_counts()
@@ -629,7 +629,7 @@ def _split_and_normalize(ctxs: list[AttemptContext], files: list[tuple[int, int,
 
 def _literal_alternation(literals) -> str:
     """One regex OR-ing the literals: polars runs it as a multi-literal search, faster than contains_any here."""
-    return "|".join(re.escape(t) for t in sorted(literals, key=len, reverse=True))
+    return "|".join(re.escape(t) for t in sorted(literals, key=lambda t: (-len(t), t)))
 
 
 def _file_columns(files: list[tuple[int, int, LogFile]], pieces: list[tuple[int, _Piece]]) -> pl.DataFrame:

@@ -49,7 +49,7 @@ def _launcher_label(hosts: Sequence[str]) -> _Layer:
     """`srun --label` ("12: ") or the host pdsh puts before each line (DeepSpeed's multi-node launcher,
     "worker-1: "). A word and ": " at a line's start is as often plain text ("error: ", "Traceback: "), so a pdsh
     host is only taken when it is one of `hosts` (the attempts' node names and short names, lower-case)."""
-    named = "|".join(re.escape(h) for h in sorted(hosts, key=len, reverse=True))
+    named = "|".join(re.escape(h) for h in sorted(hosts, key=lambda h: (-len(h), h)))
     return _Layer(rf"(?: *(?P<srun_label>\d{{1,7}})|(?i:(?P<launcher_host>{named}))):(?: |$)" if named
                   else r" *(?P<srun_label>\d{1,7}):(?: |$)")
 

@@ -293,7 +293,7 @@ def assemble_torchrun_failures(cand: pl.LazyFrame) -> pl.LazyFrame:
     tb_line = pl.col("line").filter(key == "traceback").first()
     entries = (
         lf.filter(pl.col("_entry") > 0)
-        .group_by([*_STREAM, "_entry"])
+        .group_by([*_STREAM, "_entry"], maintain_order=True)
         .agg(
             _has_start=pl.col("_start").any(),
             _idx=pl.col("_idx").filter(pl.col("_start")).first(),

@@ -93,7 +93,7 @@ def context_events(con: duckdb.DuckDBPyConnection, attempt_id: str) -> list[dict
         SELECT e.event_id, e.kind, e.node, e.rank, e.ts, e.role, e.uri, e.line, e.raw AS text FROM events e
         WHERE e.attempt_id = ? AND e.role IS NOT NULL AND e.role <> 'ignored'
           AND e.event_id NOT IN (SELECT event_id FROM attribution_evidence WHERE attempt_id = ? AND event_id IS NOT NULL)
-        ORDER BY e.ts NULLS LAST""", [attempt_id, attempt_id])
+        ORDER BY e.ts NULLS LAST, e.uri, e.line, e.event_id""", [attempt_id, attempt_id])
 
 
 # --- incremental runs and history ---------------------------------------------------------------------------------

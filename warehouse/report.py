@@ -212,8 +212,8 @@ def _heat_colour(fraction: float) -> str:
 
 def svg_heatmap(cells: dict[tuple[str, str], float], row_label: str, col_label: str, *, title: str) -> str:
     """Grid of rows × columns coloured by value (white → red), the value written in each cell."""
-    rows = sorted({r for r, _ in cells}, key=lambda r: -sum(v for (rr, _), v in cells.items() if rr == r))[:40]
-    cols = sorted({c for _, c in cells}, key=lambda c: -sum(v for (_, cc), v in cells.items() if cc == c))[:40]
+    rows = sorted({r for r, _ in cells}, key=lambda r: (-sum(v for (rr, _), v in cells.items() if rr == r), r))[:40]
+    cols = sorted({c for _, c in cells}, key=lambda c: (-sum(v for (_, cc), v in cells.items() if cc == c), c))[:40]
     top_value = max(cells.values()) or 1
     cw, ch, left, head = 56, 22, 150, 100
     width, height = max(left + cw * len(cols) + 10, 360), head + ch * len(rows) + 10
@@ -379,6 +379,11 @@ def attempt_href(attempt_id: str) -> str:
     return "attempts/" + "/".join(parts) + ".html"
 
 
+def most_common(counts: Counter, n: int | None = None) -> list[tuple[str, int]]:
+    """The biggest counts first, equal counts by name: the same chart whatever order the rows came in."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
 def summary_section(attempts: list[dict]) -> str:
     verdicts = Counter(a["verdict"] for a in attempts)
     failed = [a for a in attempts if a["verdict"] in FAILED]
@@ -391,12 +396,12 @@ def summary_section(attempts: list[dict]) -> str:
     return (
         f'<h2 id="summary">Fleet summary</h2><div class="cards">{cards}</div>'
         '<div class="cards"><div>'
-        + svg_bars(sorted(verdicts.items(), key=lambda kv: -kv[1]), title="Attempts by verdict", category="verdict",
+        + svg_bars(most_common(verdicts), title="Attempts by verdict", category="verdict",
                    unit="attempts", colours=VERDICT_COLOURS)
-        + "</div><div>" + svg_bars(domains.most_common(12), title="Failed attempts by cause", category="domain/subdomain",
+        + "</div><div>" + svg_bars(most_common(domains, 12), title="Failed attempts by cause", category="domain/subdomain",
                                    unit="attempts")
         + "</div></div>"
-        + (svg_bars(culprits.most_common(10), title="Top culprit nodes", category="node", unit="failed attempts blamed on it")
+        + (svg_bars(most_common(culprits, 10), title="Top culprit nodes", category="node", unit="failed attempts blamed on it")
            if culprits else "<h3>Top culprit nodes</h3><p>no culprit nodes named.</p>")
     )
 
