@@ -110,7 +110,7 @@ def attribute_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs:
     events with the role rules gave them)."""
     with tempfile.TemporaryDirectory(prefix="firstfault-rules-") as tmp:
         config, contexts = land_cases(cases, Path(tmp), rule_dirs, pattern_dirs)
-        history = [_history_row(case, contexts[case.id], i, h) for case in cases for i, h in enumerate(case.history)]
+        history = [history_row(case, contexts[case.id], i, h) for case in cases for i, h in enumerate(case.history)]
         result = attribute(list(contexts.values()), config, history=history)
     verdicts = {row["attempt_id"]: row for row in result.tables["attributions"].to_pylist()}
     hits = _group(result.tables["rule_hits"], "attempt_id")
@@ -131,6 +131,11 @@ def land_cases(cases: list[Case], root: Path, rule_dirs: list[Path] = (), patter
 
 
 def _materialize(case: Case, folder: Path):
+    return context_from_dict(write_case(case, folder), str(case.path), str(folder))
+
+
+def write_case(case: Case, folder: Path) -> dict:
+    """Write a case's log, metrics and dump files under `folder`; return its static context (paths relative to it)."""
     folder.mkdir(parents=True)
     logs = []
     for key, lines in sorted(case.logs.items()):
@@ -146,7 +151,7 @@ def _materialize(case: Case, folder: Path):
         doc["metrics"] = ["metrics/all.csv"]
     if case.context.get("flight_recorder"):
         doc["flight_recorder"] = _copy_dumps(case, folder)
-    return context_from_dict(doc, str(case.path), str(folder))
+    return doc
 
 
 def _copy_dumps(case: Case, folder: Path) -> list[str]:
@@ -167,7 +172,7 @@ def _copy_dumps(case: Case, folder: Path) -> list[str]:
     return ["flight_recorder/*"]
 
 
-def _history_row(case: Case, ctx, i: int, h: dict) -> dict:
+def history_row(case: Case, ctx, i: int, h: dict) -> dict:
     """A fixture's `history:` entry (verdict, domain, subdomain, culprit_nodes, progress, attempt) as a history row."""
     attempt = int(h.get("attempt", i))
     nodes = sorted(h.get("culprit_nodes") or [])
