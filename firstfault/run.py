@@ -175,7 +175,7 @@ def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Seque
             con.execute(f"INSERT INTO history ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
                         [row.get(n) for n in names])
         return
-    keys = con.sql("SELECT DISTINCT cluster, workload_id FROM attempts").fetchall()
+    keys = con.sql("SELECT DISTINCT cluster, workload_id FROM attempts ORDER BY ALL").fetchall()
     table = workload_history(config.warehouse.path, keys) if keys and Path(config.warehouse.path).exists() else None
     if table is None:
         return

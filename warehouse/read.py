@@ -149,7 +149,7 @@ def workload_history(path: str, workloads: Sequence[tuple[str, str]]) -> pa.Tabl
             "CAST(a.culprit_nodes AS VARCHAR[]) AS culprit_nodes, "
             f"{attempt_progress_sql(con, 'a')} AS progress, "
             "CAST(a.start_ts AS TIMESTAMP) AS start_ts "
-            "FROM attributions a JOIN wanted USING (cluster, workload_id)"
+            "FROM attributions a JOIN wanted USING (cluster, workload_id) ORDER BY a.attempt_id"
         ).to_arrow_table()
     except duckdb.Error:
         return None
