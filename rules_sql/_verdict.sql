@@ -53,7 +53,7 @@ evidence_lists AS (
 report_lists AS (
     SELECT attempt_id,
            list(struct_pack(connector := connector, source := source, uri := uri, status := status, rows := rows, reason := reason)
-                ORDER BY connector, source, uri) AS connector_reports
+                ORDER BY connector, source, uri, status, rows, reason) AS connector_reports
     FROM reports GROUP BY attempt_id
 ),
 assembled AS (
