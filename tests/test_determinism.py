@@ -128,9 +128,9 @@ def test_simulated_fleet_gives_the_same_rows_under_every_hash_seed_and_shard_cou
 INPUT_RELATIONS = ("events_all", "progress", "attempts_raw", "reports", "metrics", "flight_recorder")
 
 
-def _attribute_in_row_order(contexts, config, history, order: int) -> dict[str, list[str]]:
-    """The cases' attribution tables when every input relation holds its rows in another physical order (DuckDB's
-    threads hand rows to an aggregate in whatever order they finish: an order-dependent pick shows up here)."""
+def _attribute_in_row_order(contexts, config, history, order: int, monkeypatch) -> dict[str, list[str]]:
+    """The attribution tables when every input relation holds its rows in another physical order (DuckDB's threads
+    hand rows to an aggregate in whatever order they finish: an order-dependent pick shows up here)."""
     register = run._register_lake
 
     def reordered(con, lake, ctxs):
@@ -139,11 +139,9 @@ def _attribute_in_row_order(contexts, config, history, order: int) -> dict[str, 
             con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name} ORDER BY hash({name}::VARCHAR, {order})")
         con.execute("CREATE OR REPLACE TEMP TABLE attempts AS SELECT *, strftime(start_ts, '%Y-%m-%d') AS day FROM attempts_raw")
 
-    run._register_lake = reordered
-    try:
+    with monkeypatch.context() as patched:
+        patched.setattr(run, "_register_lake", reordered)
         tables = run.attribute(contexts, config, history=history).tables
-    finally:
-        run._register_lake = register
     return {name: sorted(json.dumps(r, default=str) for r in table.to_pylist()) for name, table in tables.items()}
 
 
@@ -154,13 +152,13 @@ def shapes(tmp_path_factory) -> dict[str, Path]:
     return {"roce": write_roce_attempt(root / "roce"), "vanished": write_vanished_node_attempt(root / "vanished")}
 
 
-def test_attribution_does_not_depend_on_the_order_rows_arrive_in(written_cases, shapes, tmp_path):
+def test_attribution_does_not_depend_on_the_order_rows_arrive_in(written_cases, shapes, tmp_path, monkeypatch):
     cases = sorted(written_cases.glob("case*/context.json"), key=lambda p: int(p.parent.name[4:]))
     contexts = [load_static_context(str(p)) for p in [*cases, *shapes.values()]]
     history = json.loads((written_cases / "history.json").read_text(encoding="utf-8"))
     config = Config(lake=LakeSettings(root=str(tmp_path / "lake")), warehouse=WarehouseSettings(path=str(tmp_path / "none.duckdb")))
     run.land(contexts, config)
-    assert_same_rows({f"row order {k}": _attribute_in_row_order(contexts, config, history, k) for k in range(3)})
+    assert_same_rows({f"row order {k}": _attribute_in_row_order(contexts, config, history, k, monkeypatch) for k in range(3)})
 
 
 HASH_SEEDS = range(1, 21)
@@ -169,8 +167,8 @@ RIGHT = {"roce": ("attributed", "network", "roce", [ROCE_NODE]),
 
 
 def test_the_issues_attempts_get_their_one_right_verdict_under_twenty_hash_seeds(shapes, tmp_path):
-    def verdict(run: tuple[str, int]) -> tuple:
-        shape, seed = run
+    def verdict(job: tuple[str, int]) -> tuple:
+        shape, seed = job
         work = tmp_path / f"{shape}-{seed}"
         done = _run(["-m", "firstfault.cli", "attribute", "-q", "--static", str(shapes[shape]), "--json",
                      "--warehouse", str(work / "firstfault.duckdb"), "--lake", str(work / "lake")], seed, tmp_path)
