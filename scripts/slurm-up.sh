@@ -50,7 +50,7 @@ if [ -n "$(ls -A "$STATE_DIR/mysql" 2>/dev/null)" ]; then
 fi
 
 # Daemons running as slurm/mysql must reach their folders: the state dir stays world-traversable.
-mkdir -p "$STATE_DIR"/{log,run,mysql,slurmctld,slurmd,dev}
+mkdir -p "$STATE_DIR"/{log,run,mysql,slurmctld,slurmd,dev,epilog}
 chmod 755 "$STATE_DIR"
 chown slurm:slurm "$STATE_DIR"/{log,run,slurmctld}
 chown mysql:mysql "$STATE_DIR"/mysql
@@ -105,6 +105,16 @@ EOF
 chown slurm:slurm "$CONF_DIR/slurmdbd.conf"
 chmod 0600 "$CONF_DIR/slurmdbd.conf"
 
+# EpilogSlurmctld runs for every finished job; it does nothing unless a test installs an executable `hook` beside it
+# (tests/test_automation.py does, only while it runs), so the other tests' failing jobs queue nothing.
+cat >"$STATE_DIR/epilog/slurmctld-epilog.sh" <<'EOF'
+#!/bin/sh
+hook="$(dirname "$0")/hook"
+[ -x "$hook" ] || exit 0
+exec "$hook"
+EOF
+chmod 0755 "$STATE_DIR/epilog" "$STATE_DIR/epilog/slurmctld-epilog.sh"
+
 # The node's CPU layout as slurmd sees it (a node reporting fewer CPUs than configured is drained).
 HARDWARE=$(slurmd -C | head -n1 | sed -e 's/^NodeName=[^ ]*//' -e 's/RealMemory=[0-9]*//')
 cat >"$CONF_DIR/slurm.conf" <<EOF
@@ -117,6 +127,7 @@ CredType=cred/munge
 # also the wait before a requeued job may start again (default 120 s)
 AuthInfo=cred_expire=10
 MailProg=/bin/true
+EpilogSlurmctld=$STATE_DIR/epilog/slurmctld-epilog.sh
 SlurmctldPort=6817
 SlurmdPort=6818
 StateSaveLocation=$STATE_DIR/slurmctld
