@@ -4,6 +4,7 @@ environment (never logged, never in an error message), TLS options. Failures rai
 fit for a `connector_reports` row."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import ssl
@@ -72,17 +73,25 @@ class HttpClient:
         except ValueError:
             raise ConnectorError(f"{self.connector}: {path} did not return JSON", response.status_code) from None
 
+    def send_json(self, method: str, path: str, body, content_type: str = "application/json") -> int:
+        """A request with a JSON body (a webhook POST, a node PATCH), retried like a GET: a receiver may see it twice
+        when an answer is lost, never not at all without a ConnectorError. Returns the HTTP status."""
+        content = json.dumps(body, default=str).encode("utf-8")
+        with self.stream(path, preload=True, method=method, content=content, headers={"Content-Type": content_type}) as response:
+            return response.status_code
+
     @contextmanager
-    def stream(self, path: str, params: dict | None = None, *, preload: bool = False) -> Iterator[httpx.Response]:
-        """GET with retries; yields the open (streaming) response of the first success. `preload` reads the whole
-        body first, so a body cut short is retried too; otherwise a failure while the caller reads is not retried
-        (it has consumed part of the body) and raises ConnectorError."""
+    def stream(self, path: str, params: dict | None = None, *, preload: bool = False, method: str = "GET",
+               content: bytes | None = None, headers: dict[str, str] | None = None) -> Iterator[httpx.Response]:
+        """GET (or `method` with `content`) with retries; yields the open (streaming) response of the first success.
+        `preload` reads the whole body first, so a body cut short is retried too; otherwise a failure while the
+        caller reads is not retried (it has consumed part of the body) and raises ConnectorError."""
         import httpx  # imported on use: see __init__
 
         attempt = 0
         while True:
             try:
-                with self._client.stream("GET", path, params=params) as response:
+                with self._client.stream(method, path, params=params, content=content, headers=headers) as response:
                     if response.status_code < 400:
                         if preload:
                             response.read()

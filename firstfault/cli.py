@@ -233,6 +233,28 @@ def _parser() -> argparse.ArgumentParser:
     fleet_rebuild.add_argument("--config", help="firstfault.toml ([fleet] thresholds)")
     fleet_rebuild.set_defaults(handler=_fleet_rebuild)
 
+    epilog = _command(sub, "epilog", help="Slurm EpilogSlurmctld: queue the finished job for `firstfault worker` when it failed")
+    epilog.add_argument("--config", help="firstfault.toml ([automation] spool_dir, queue_all)")
+    epilog.add_argument("--spool-dir", help="overrides [automation] spool_dir")
+    epilog.set_defaults(handler=_epilog)
+
+    worker = _command(sub, "worker", help="attribute the jobs the epilog queued, notify, and act within [actions] (a service)")
+    worker.add_argument("--config", help="firstfault.toml ([automation], [slurm], [webhook], [actions], ...)")
+    worker.add_argument("--once", action="store_true", help="stop when the spool and the outbox are empty instead of polling forever")
+    worker.set_defaults(handler=_worker)
+
+    actions = _command(sub, "actions", help="list the drain/cordon decisions of [actions]; `actions resume ID` returns a node to service")
+    actions.add_argument("--config", help="firstfault.toml ([warehouse], [slurm], [kubernetes])")
+    actions.add_argument("--warehouse", help="DuckDB file (default from the config)")
+    actions.add_argument("--format", choices=("table", "csv", "json"), default="table", help="as `firstfault sql` prints rows")
+    actions_sub = actions.add_subparsers(dest="actions_command", metavar="resume")
+    resume = _command(actions_sub, "actions resume", help="undo a done drain (scontrol State=RESUME) or cordon")
+    resume.add_argument("action_id", type=int, metavar="ID", help="action_id of the row (firstfault actions)")
+    resume.add_argument("--config", help="firstfault.toml")
+    resume.add_argument("--warehouse", help="DuckDB file (default from the config)")
+    resume.set_defaults(handler=_actions_resume)
+    actions.set_defaults(handler=_actions)
+
     init = _command(sub, "init", help="write the commented example firstfault.toml (every key at its default)")
     init.add_argument("path", nargs="?", default="firstfault.toml", metavar="PATH", help="file to write")
     init.add_argument("--force", action="store_true", help="replace an existing file")
@@ -286,6 +308,10 @@ EXAMPLES = {
     "rules coverage": "firstfault rules coverage --format csv",
     "fleet": "firstfault fleet rebuild --topology topology.yaml",
     "fleet rebuild": "firstfault fleet rebuild --warehouse firstfault.duckdb --topology topology.yaml --day 2026-11-29",
+    "epilog": "EpilogSlurmctld=/opt/firstfault/epilog.sh  # in slurm.conf; the script: exec firstfault epilog --config /etc/firstfault.toml",
+    "worker": "firstfault worker --config /etc/firstfault.toml",
+    "actions": "firstfault actions --config /etc/firstfault.toml\n  firstfault actions resume 7 --config /etc/firstfault.toml",
+    "actions resume": "firstfault actions resume 7 --config /etc/firstfault.toml",
     "init": "firstfault init && $EDITOR firstfault.toml",
     "completion": "mkdir -p ~/.local/share/bash-completion/completions  # Debian's bash-completion reads it\n"
                   "  firstfault completion bash > ~/.local/share/bash-completion/completions/firstfault\n"
@@ -397,6 +423,46 @@ def _rules_coverage(args) -> int:
     return 0
 
 
+def _epilog(args) -> int:
+    """Never fails the epilog: whatever goes wrong is one line on stderr (slurmctld's log) and exit 0."""
+    try:
+        from firstfault.config import load_config
+        from firstfault.epilog import queue_job
+
+        settings = load_config(args.config).automation
+        queue_job(args.spool_dir or settings.spool_dir, os.environ, queue_all=settings.queue_all)
+    except Exception as e:
+        print(f"firstfault epilog: job {os.environ.get('SLURM_JOB_ID', '?')} not queued: {type(e).__name__}: {e}", file=sys.stderr)
+    return 0
+
+
+def _worker(args) -> int:
+    from firstfault.config import resolve_config
+    from firstfault.worker import Worker
+
+    Worker(resolve_config(args.config)).run(threading.Event(), once=args.once)
+    return 0
+
+
+def _actions(args) -> int:
+    from firstfault.actions import ACTION_COLUMNS, list_actions
+    from firstfault.config import resolve_config
+    from firstfault.warehouse.outputs import format_rows
+
+    rows = list_actions(resolve_config(args.config, warehouse_path=args.warehouse).warehouse.path)
+    print(format_rows(list(ACTION_COLUMNS), [tuple(r[c] for c in ACTION_COLUMNS) for r in rows], args.format))
+    return 0
+
+
+def _actions_resume(args) -> int:
+    from firstfault.actions import resume
+    from firstfault.config import resolve_config
+
+    row = resume(resolve_config(args.config, warehouse_path=args.warehouse), args.action_id)
+    print(f"action {row['action_id']}: node {row['node']} returned to service")
+    return 0
+
+
 def _init(args) -> int:
     from importlib import resources
     from pathlib import Path
@@ -441,7 +507,11 @@ def _attribute(args) -> int:
         contexts = [load_static_context(p, config.api) for p in specs]
         run_attempts(contexts, config, flow="attribute-attempt")
         attempt_ids = [c.attempt_id for c in contexts]
-    _print_verdicts(config.warehouse.path, attempt_ids, as_json=args.json, single=len(attempt_ids) == 1, outputs=outputs)
+    verdicts = _print_verdicts(config.warehouse.path, attempt_ids, as_json=args.json, single=len(attempt_ids) == 1, outputs=outputs)
+    if not args.static:  # [actions] act on attempts a scheduler connector found, never on a hand-written context
+        from firstfault.actions import apply_actions
+
+        apply_actions(config, verdicts, "scheduler" if args.scheduler else "slurm" if args.slurm else "kueue")
     return 0
 
 
@@ -521,8 +591,8 @@ def _demo(args) -> int:
     return 0
 
 
-def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, single: bool, outputs=()) -> None:
-    """Print the stored verdicts of `attempt_ids` and write them to every `--output` target."""
+def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, single: bool, outputs=()) -> list[dict]:
+    """Print the stored verdicts of `attempt_ids` and write them to every `--output` target; returns them."""
     from firstfault.warehouse.outputs import render_text, verdict_json, write_outputs
     from firstfault.warehouse.read import stored_verdicts
 
@@ -536,6 +606,7 @@ def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, si
                 print(verdict_json(v))
     else:
         print(render_text(verdicts))
+    return verdicts
 
 
 def _nightly(args) -> int:

@@ -197,6 +197,37 @@ class ApiSettings:
 
 
 @dataclass(frozen=True)
+class AutomationSettings:
+    """`firstfault epilog` (Slurm's EpilogSlurmctld) queues failed jobs; `firstfault worker` attributes them
+    (firstfault/epilog.py, firstfault/worker.py, docs/automation.md)."""
+    spool_dir: str = "./spool"        # the epilog writes here (SlurmUser must be able to), the worker takes from here
+    queue_all: bool = False           # also queue jobs that ended with exit code 0:0 and derived exit code 0
+    settle_s: float = 30.0            # wait after the job's end so late log lines and the accounting record are written
+    poll_s: float = 2.0               # how often the worker looks at the spool
+    retry_s: float = 30.0             # wait before the next try while the job is not final in accounting or a log is missing
+    give_up_s: float = 3600.0         # after this long since the epilog the last verdict stands (no verdict: set aside)
+    outputs: tuple[str, ...] = ()     # verdict copies besides the warehouse: sqlite:PATH, jsonl:PATH
+    report_url: str = ""              # base URL of `firstfault report` pages, linked from the chat text
+
+
+@dataclass(frozen=True)
+class WebhookSettings(RemoteSettings):
+    """A verdict sink: each verdict the worker makes is POSTed to `url` as {"text": ..., "verdict": {...}}."""
+
+
+@dataclass(frozen=True)
+class ActionSettings:
+    """Turning `drain_node` recommendations into drains (Slurm) and cordons (Kubernetes) within a budget
+    (firstfault/actions.py). Off unless `enabled`; `dry_run` only records what would be done."""
+    enabled: bool = False
+    dry_run: bool = True
+    min_confidence: str = "high"      # low | medium | high
+    max_nodes_per_hour: int = 1       # drains within any hour, over all attempts
+    max_fraction: float = 0.1         # at most this share of the cluster's nodes drained by firstfault at once (rounded up)
+    exclude: tuple[str, ...] = ()     # node names or shell patterns (gpu-0[1-4]) never drained
+
+
+@dataclass(frozen=True)
 class Config:
     lake: LakeSettings = field(default_factory=LakeSettings)
     warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
@@ -213,6 +244,9 @@ class Config:
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     api: ApiSettings = field(default_factory=ApiSettings)
+    automation: AutomationSettings = field(default_factory=AutomationSettings)
+    webhook: WebhookSettings = field(default_factory=WebhookSettings)
+    actions: ActionSettings = field(default_factory=ActionSettings)
     plugins: dict = field(default_factory=dict)  # [plugins.NAME] tables, handed as they are to plug-in connectors
 
 
@@ -220,7 +254,8 @@ SECTIONS = {
     "lake": LakeSettings, "warehouse": WarehouseSettings, "attribution": AttributionSettings, "landing": LandingSettings,
     "rules": RuleSettings, "patterns": PatternSettings, "catalog": CatalogSettings, "schedule": ScheduleSettings,
     "fleet": FleetSettings, "kubernetes": KubernetesSettings, "kueue": KueueSettings, "loki": LokiSettings,
-    "prometheus": PrometheusSettings, "slurm": SlurmSettings, "api": ApiSettings,
+    "prometheus": PrometheusSettings, "slurm": SlurmSettings, "api": ApiSettings, "automation": AutomationSettings,
+    "webhook": WebhookSettings, "actions": ActionSettings,
 }
 
 

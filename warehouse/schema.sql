@@ -108,3 +108,12 @@ CREATE TABLE IF NOT EXISTS run_failures (
     run_id VARCHAR NOT NULL, attempt_id VARCHAR, spec_uri VARCHAR, stage VARCHAR NOT NULL, error VARCHAR,
     recorded_at TIMESTAMP
 );
+
+-- What firstfault did, would have done (dry run) or refused about a `drain_node` recommendation (firstfault/actions.py):
+-- one row per decision on one node; `firstfault actions resume ID` fills resumed_at.
+CREATE SEQUENCE IF NOT EXISTS action_ids START 1;
+CREATE TABLE IF NOT EXISTS actions (
+    action_id BIGINT PRIMARY KEY DEFAULT nextval('action_ids'), decided_at TIMESTAMP NOT NULL, attempt_id VARCHAR NOT NULL,
+    cluster VARCHAR, node VARCHAR, rule VARCHAR, kind VARCHAR NOT NULL, status VARCHAR NOT NULL, reason VARCHAR,
+    command VARCHAR, resumed_at TIMESTAMP
+);

@@ -1,0 +1,54 @@
+"""`firstfault epilog`: Slurm's EpilogSlurmctld entry point. It runs on the controller for every finished job, as
+SlurmUser, with the job in its environment (no job state): it writes one spool file per failed job for
+`firstfault worker` (firstfault/worker.py) and nothing else. No network, no accounting query, no import beyond the
+standard library, and never an exit status that would mark the epilog failed."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+QUEUE = "queue"  # the spool's folder of queued jobs
+
+
+def is_failed(env: Mapping[str, str]) -> bool:
+    """The job's exit code (`SLURM_JOB_EXIT_CODE2`, "exit:signal") is not 0:0, or its derived exit code (the highest
+    of its steps', `SLURM_JOB_DERIVED_EC`) is not 0. A missing variable counts as a success."""
+    return env.get("SLURM_JOB_EXIT_CODE2", "0:0").strip() not in ("0:0", "") or env.get("SLURM_JOB_DERIVED_EC", "0").strip() not in ("0", "")
+
+
+def queued_job(env: Mapping[str, str], now: float) -> dict:
+    """What the worker needs to find the attempt: the job (an array task as ARRAYID_TASK), its restart count (the
+    attempt number) and when it ended."""
+    job_id = env.get("SLURM_JOB_ID", "").strip()
+    array_job, array_task = env.get("SLURM_ARRAY_JOB_ID", "").strip(), env.get("SLURM_ARRAY_TASK_ID", "").strip()
+    return {
+        "job_id": f"{array_job}_{array_task}" if array_job and array_task else job_id,
+        "job_id_raw": job_id,
+        "restart_count": int(env.get("SLURM_RESTART_COUNT", "0").strip() or 0),
+        "cluster": env.get("SLURM_CLUSTER_NAME", ""),
+        "exit_code": env.get("SLURM_JOB_EXIT_CODE2", ""),
+        "derived_exit_code": env.get("SLURM_JOB_DERIVED_EC", ""),
+        "queued_at": now,
+    }
+
+
+def queue_job(spool_dir: str, env: Mapping[str, str], *, queue_all: bool = False) -> Path | None:
+    """Write the spool file of a failed job (of every job with `queue_all`); None when the job is not queued. The
+    file appears whole (written aside, then renamed): the worker never reads half of one."""
+    if not env.get("SLURM_JOB_ID", "").strip().isdigit():
+        raise ValueError("SLURM_JOB_ID is not set to a job id")
+    if not (queue_all or is_failed(env)):
+        return None
+    now = time.time()
+    job = queued_job(env, now)
+    folder = Path(spool_dir) / QUEUE
+    folder.mkdir(parents=True, exist_ok=True)
+    # unique per call: the same job queued twice is two files, and the worker attributes it once
+    name = f"{job['job_id_raw']}.{job['restart_count']}.{time.time_ns()}.{os.getpid()}.json"
+    aside = folder / f".{name}.tmp"
+    aside.write_text(json.dumps(job), encoding="utf-8")
+    os.replace(aside, folder / name)
+    return folder / name
