@@ -205,7 +205,7 @@ class AutomationSettings:
     settle_s: float = 30.0            # wait after the job's end so late log lines and the accounting record are written
     poll_s: float = 2.0               # how often the worker looks at the spool
     retry_s: float = 30.0             # wait before the next try while the job is not final in accounting or a log is missing
-    give_up_s: float = 3600.0         # after this long since the epilog the last verdict stands (no verdict: set aside)
+    give_up_s: float = 600.0          # after this long since the epilog the last verdict stands (no verdict: set aside)
     outputs: tuple[str, ...] = ()     # verdict copies besides the warehouse: sqlite:PATH, jsonl:PATH
     report_url: str = ""              # base URL of `firstfault report` pages, linked from the chat text
 
