@@ -113,10 +113,20 @@ def plan(verdict: dict, kind: str, settings: ActionSettings, drained: Drained, c
     return out
 
 
+def check_settings(settings: ActionSettings) -> None:
+    if settings.min_confidence not in CONFIDENCE:
+        raise BadInput("firstfault.toml", "actions.min_confidence", f"must be one of {', '.join(CONFIDENCE)}")
+    if settings.max_nodes_per_hour < 0:
+        raise BadInput("firstfault.toml", "actions.max_nodes_per_hour", "must be >= 0")
+    if not 0 <= settings.max_fraction <= 1:
+        raise BadInput("firstfault.toml", "actions.max_fraction", "must be between 0 and 1")
+
+
 def apply_actions(config: Config, verdicts: Sequence[dict], scheduler: str) -> list[Decision]:
     """Plan and run the actions of verdicts found through the `scheduler` connector (`slurm` or `kueue`; any other
     name, such as a context posted to the API, gets none) and record every decision."""
     settings = config.actions
+    check_settings(settings)
     if not settings.enabled or scheduler not in CONTROLS or not any(v.get("action") == "drain_node" for v in verdicts):
         return []
     control = CONTROLS[scheduler](config)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from firstfault.actions import apply_actions
+from firstfault.actions import apply_actions, check_settings
 from firstfault.config import Config
 from firstfault.connectors.registry import resolve_scheduler_specs
 from firstfault.connectors.static_context import load_static_context
@@ -69,7 +69,8 @@ class Worker:
         self.config = config
         self.spool = Spool(Path(config.automation.spool_dir))
         self.outbox = self.spool.outbox
-        self.outbox.sinks(config)  # checks [automation] outputs before any work
+        self.outbox.sinks(config)  # checks [automation] outputs and [actions] before any work
+        check_settings(config.actions)
         self.rules = load_rule_set(config)
         self.next_try: dict[str, float] = {}  # spool file name -> when it is tried again
 

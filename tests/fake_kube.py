@@ -1,5 +1,6 @@
 """A tiny Kubernetes API server for tests: serves captured `kubectl get -o json` documents at the API paths the
-Kueue connector reads (single objects, label-selected lists with `limit`/`continue` paging, 404 Status otherwise)."""
+Kueue connector reads (single objects, label-selected lists with `limit`/`continue` paging, 404 Status otherwise),
+and takes the `PATCH /api/v1/nodes/NAME` of a cordon: recorded in `patches` and merged into the Node's spec."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,9 @@ ROUTES = [
     (re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs$"), "Job"),
     (re.compile(r"^/api/v1/namespaces/([^/]+)/pods$"), "Pod"),
     (re.compile(r"^/api/v1/nodes/([^/]+)$"), "Node"),
+    (re.compile(r"^/api/v1/nodes$"), "Node"),
 ]
+NODE = re.compile(r"^/api/v1/nodes/([^/]+)$")
 
 
 def load_objects(folder: Path) -> dict[str, list[dict]]:
@@ -45,6 +48,7 @@ class FakeKube:
         self.objects = load_objects(folder)
         self.token = token
         self.requests: list[str] = []
+        self.patches: list[tuple[str, str, dict]] = []  # (path, Content-Type, body)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -57,6 +61,16 @@ class FakeKube:
                     return self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
                 status, body = fake.answer(self.path)
                 self._send(status, body)
+
+            def do_PATCH(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                fake.patches.append((self.path, self.headers.get("Content-Type", ""), body))
+                m = NODE.match(urlsplit(self.path).path)
+                found = [o for o in fake.objects.get("Node", []) if m and o["metadata"]["name"] == m.group(1)]
+                if not found:
+                    return self._send(*_not_found("Node", m.group(1) if m else self.path))
+                found[0].setdefault("spec", {}).update(body.get("spec", {}))
+                self._send(200, found[0])
 
             def _send(self, status, body):
                 data = json.dumps(body).encode()
@@ -87,7 +101,7 @@ class FakeKube:
                 continue
             groups = m.groups()
             candidates = self.objects.get(kind, [])
-            if kind == "Node":
+            if kind == "Node" and groups:
                 found = [o for o in candidates if o["metadata"]["name"] == groups[0]]
                 return (200, found[0]) if found else _not_found(kind, groups[0])
             namespace = groups[0] if groups else None

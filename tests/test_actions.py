@@ -1,0 +1,204 @@
+"""[actions] policy, the drain reason, the Kubernetes cordon (against tests/fake_kube.py), the epilog's queueing rule
+and the outbox of the sinks, without a cluster (the live loop: tests/test_automation.py)."""
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fake_kube import FakeKube
+
+from firstfault.actions import Drained, apply_actions, drain_reason, list_actions, plan, resume
+from firstfault.cli import main
+from firstfault.config import ActionSettings, Config, KubernetesSettings, load_config
+from firstfault.epilog import is_failed
+from firstfault.warehouse.sinks import Outbox, chat_text
+
+REPO = Path(__file__).resolve().parents[1]
+ON = ActionSettings(enabled=True, dry_run=False, max_nodes_per_hour=2, max_fraction=0.5)
+NONE_DRAINED = Drained(frozenset(), 0)
+
+
+def verdict(**changes) -> dict:
+    base = {
+        "attempt_id": "ci/42/0", "cluster": "ci", "verdict": "attributed", "domain": "hardware", "subdomain": "gpu_lost",
+        "culprit_nodes": ["node1"], "action": "drain_node", "quality": {"confidence": "high"},
+        "root_cause": {"rule": "xid_root", "summary": "Xid 79 (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS) on node1 GPU 0000:3b:00"},
+        "evidence": [{"role": "root_cause", "text": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."}],
+    }
+    return {**base, **changes}
+
+
+def decided(v: dict, settings: ActionSettings = ON, drained: Drained = NONE_DRAINED, nodes: int = 4) -> list[tuple]:
+    return [(d.node, d.status, d.reason) for d in plan(v, "drain", settings, drained, nodes)]
+
+
+def test_the_drain_reason_is_one_line_of_at_most_200_characters_ending_with_the_attempt():
+    assert drain_reason(verdict()) == "firstfault: Xid 79 (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS) on node1 GPU 0000:3b:00 (ci/42/0)"
+    long = drain_reason(verdict(root_cause={"rule": "r", "summary": "a\x1b[31mb\nc\t" + "x" * 400}))
+    assert len(long) == 200 and long.endswith("… (ci/42/0)") and long.startswith("firstfault: a [31mb c x")
+    assert not any(ord(ch) < 32 or ord(ch) == 127 for ch in long)
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"verdict": "ambiguous"}, "verdict ambiguous"),
+    ({"verdict": "unattributed", "culprit_nodes": []}, "verdict unattributed"),
+    ({"quality": {"confidence": "medium"}}, "confidence medium below min_confidence high"),
+])
+def test_ambiguous_unattributed_and_unsure_verdicts_never_drain(changes, why):
+    assert [status for _, status, _ in decided(verdict(**changes))] == ["skipped"]
+    assert decided(verdict(**changes))[0][2] == why
+
+
+def test_only_drain_node_recommendations_are_decided_and_only_when_enabled():
+    assert decided(verdict(action="restart_excluding_nodes")) == []
+    assert decided(verdict(), replace(ON, enabled=False)) == []
+    assert decided(verdict())[0][1] == "planned"
+
+
+def test_exclusion_list_hourly_budget_and_fraction_of_the_cluster():
+    assert decided(verdict(), replace(ON, exclude=("gpu-*", "node[0-9]")))[0][2] == "exclude"
+    assert decided(verdict(), drained=Drained(frozenset(), 2))[0][2] == "max_nodes_per_hour"
+    # 0.5 of 3 nodes, rounded up: 2 may be drained at once; one already is, so a second one may go, a third not
+    two = verdict(culprit_nodes=["node2", "node3"])
+    assert [s for _, s, _ in decided(two, drained=Drained(frozenset({("ci", "node1")}), 0), nodes=3)] == ["planned", "skipped"]
+    assert decided(two, drained=Drained(frozenset({("ci", "node1")}), 0), nodes=3)[1][2].startswith("max_fraction")
+    assert decided(verdict(), drained=Drained(frozenset({("ci", "node1")}), 0))[0][2] == "already drained by firstfault"
+    # another cluster's drains do not count against this one's fraction
+    assert decided(verdict(), drained=Drained(frozenset({("other", "n1"), ("other", "n2")}), 0), nodes=2)[0][1] == "planned"
+
+
+@pytest.fixture
+def fake_scontrol(tmp_path):
+    """A `scontrol`/`sinfo` pair that records every argv (one JSON line each) and lists one node."""
+    calls = tmp_path / "calls.jsonl"
+    for name, out in (("scontrol", ""), ("sinfo", "node1\n")):
+        script = tmp_path / name
+        script.write_text(f"#!{sys.executable}\nimport json, sys\nopen({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                          f"print({out!r}, end='')\n")
+        script.chmod(0o755)
+    return tmp_path / "scontrol", calls
+
+
+def config_for(tmp_path, scontrol: Path, **actions) -> Config:
+    config = Config()
+    return replace(config, warehouse=replace(config.warehouse, path=str(tmp_path / "wh.duckdb")),
+                   slurm=replace(config.slurm, enabled=True, scontrol=str(scontrol)),
+                   actions=replace(ON, max_fraction=1.0, **actions))
+
+
+def test_slurm_drain_is_one_argv_element_and_every_decision_is_a_row(tmp_path, fake_scontrol):
+    scontrol, calls = fake_scontrol
+    config = config_for(tmp_path, scontrol, max_nodes_per_hour=1)
+    tricky = verdict(root_cause={"rule": "xid_root", "summary": "Xid 79; rm -rf / `x` $(y) \"quoted\""})
+    [done] = apply_actions(config, [tricky], "slurm")
+    drains = [json.loads(x) for x in calls.read_text().splitlines() if "update" in x]
+    assert drains == [["update", "NodeName=node1", "State=DRAIN", f"Reason={done.reason}"]]
+    assert done.reason == 'firstfault: Xid 79; rm -rf / `x` $(y) "quoted" (ci/42/0)'
+    [skipped] = apply_actions(config, [verdict(attempt_id="ci/43/0", culprit_nodes=["node2"])], "slurm")
+    assert (skipped.status, skipped.reason) == ("skipped", "max_nodes_per_hour")
+    rows = list_actions(config.warehouse.path)
+    assert [(r["action_id"], r["attempt_id"], r["node"], r["rule"], r["status"]) for r in rows] == [
+        (1, "ci/42/0", "node1", "xid_root", "done"), (2, "ci/43/0", "node2", "xid_root", "skipped")]
+    assert all(r["decided_at"] is not None for r in rows)
+    resume(config, 1)
+    assert json.loads(calls.read_text().splitlines()[-1]) == ["update", "NodeName=node1", "State=RESUME"]
+    with pytest.raises(Exception, match="resumed already"):
+        resume(config, 1)
+    with pytest.raises(Exception, match="no node was taken out"):
+        resume(config, 2)
+
+
+def test_ambiguous_verdicts_and_contexts_not_from_a_scheduler_connector_never_drain(tmp_path, fake_scontrol):
+    scontrol, calls = fake_scontrol
+    config = config_for(tmp_path, scontrol)
+    [row] = apply_actions(config, [verdict(verdict="ambiguous")], "slurm")
+    assert (row.status, row.reason) == ("skipped", "verdict ambiguous")
+    assert apply_actions(config, [verdict()], "scheduler") == []  # a plug-in or a context posted to the API
+    assert not calls.exists() or not [x for x in calls.read_text().splitlines() if "update" in x]
+
+
+def test_dry_run_runs_nothing_and_says_what_it_would_run(tmp_path, fake_scontrol):
+    scontrol, calls = fake_scontrol
+    [row] = apply_actions(config_for(tmp_path, scontrol, dry_run=True), [verdict()], "slurm")
+    assert row.status == "dry_run" and json.loads(row.command)[-1] == f"Reason={row.reason}"
+    assert not [x for x in calls.read_text().splitlines() if "update" in x]
+
+
+def test_kubernetes_cordon_is_a_patch_of_the_node_and_resume_uncordons():
+    with FakeKube(REPO / "tests" / "fixtures" / "kueue") as kube, __import__("tempfile").TemporaryDirectory() as tmp:
+        config = replace(Config(), kubernetes=KubernetesSettings(url=kube.url), actions=replace(ON, max_fraction=0.34, max_nodes_per_hour=5),
+                         warehouse=replace(Config().warehouse, path=str(Path(tmp) / "wh.duckdb")))
+        [row] = apply_actions(config, [verdict(culprit_nodes=["gpu-node-02"])], "kueue")
+        assert (row.status, row.kind, row.node) == ("done", "cordon", "gpu-node-02")
+        assert kube.patches == [("/api/v1/nodes/gpu-node-02", "application/strategic-merge-patch+json", {"spec": {"unschedulable": True}})]
+        # 0.34 of 3 nodes rounds up to 2: one more may go, then none
+        second, third = apply_actions(config, [verdict(attempt_id="ci/43/0", culprit_nodes=["gpu-node-01", "gpu-node-03"])], "kueue")
+        assert (second.status, third.status) == ("done", "skipped") and third.reason.startswith("max_fraction")
+        resume(config, 1)
+        assert kube.patches[-1] == ("/api/v1/nodes/gpu-node-02", "application/strategic-merge-patch+json", {"spec": {"unschedulable": False}})
+
+
+@pytest.mark.parametrize("env, failed", [
+    ({"SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_DERIVED_EC": "0"}, False),
+    ({"SLURM_JOB_EXIT_CODE2": "1:0", "SLURM_JOB_DERIVED_EC": "0"}, True),
+    ({"SLURM_JOB_EXIT_CODE2": "0:9", "SLURM_JOB_DERIVED_EC": "0"}, True),
+    ({"SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_DERIVED_EC": "2"}, True),
+])
+def test_the_epilog_queues_a_job_whose_exit_code_or_derived_exit_code_is_not_zero(env, failed):
+    assert is_failed(env) is failed
+
+
+def test_the_epilog_never_fails_the_slurm_epilog(tmp_path, capsys):
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    for extra in ({}, {"SLURM_JOB_ID": "7", "SLURM_JOB_EXIT_CODE2": "1:0"}):
+        done = subprocess.run([sys.executable, "-m", "firstfault.cli", "epilog", "--spool-dir", str(blocked / "spool")],
+                              env={**env, **extra}, capture_output=True, text=True, cwd=tmp_path, timeout=30)
+        assert done.returncode == 0 and "not queued" in done.stderr
+
+
+def test_the_queueing_rule_is_configurable(tmp_path):
+    (tmp_path / "ff.toml").write_text(f'[automation]\nspool_dir = "{tmp_path / "spool"}"\nqueue_all = true\n')
+    env = {"SLURM_JOB_ID": "8", "SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_DERIVED_EC": "0"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        assert main(["epilog", "--config", str(tmp_path / "ff.toml")]) == 0
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    [queued] = (tmp_path / "spool" / "queue").glob("*.json")
+    assert json.loads(queued.read_text())["job_id"] == "8"
+
+
+def test_a_sink_that_fails_keeps_the_verdict_until_it_takes_it(tmp_path):
+    target = tmp_path / "out"
+    target.write_text("")  # a file where the output's folder should be: the write fails
+    config = load_config(None)
+    config = replace(config, automation=replace(config.automation, outputs=(f"jsonl:{target / 'v.jsonl'}",), retry_s=5.0))
+    outbox = Outbox(tmp_path / "outbox")
+    assert outbox.put(config, [verdict()]) == 1
+    assert outbox.flush(config, now=100.0) == (0, 1)
+    assert outbox.flush(config, now=101.0) == (0, 1)  # not due before retry_s
+    target.unlink()
+    assert outbox.flush(config, now=106.0) == (1, 0)
+    assert json.loads((target / "v.jsonl").read_text())["attempt_id"] == "ci/42/0"
+
+
+def test_chat_text_names_attempt_verdict_culprit_root_line_action_and_report_page():
+    text = chat_text(verdict(), "https://ff.example/report/")
+    assert text.splitlines() == [
+        "firstfault: ci/42/0 attributed hardware/gpu_lost", "culprit: node1",
+        "root: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", "action: drain_node",
+        "report: https://ff.example/report/attempts/ci/42/0.html"]
+
+
+@pytest.mark.parametrize("key, value", [("min_confidence", "certain"), ("max_fraction", 1.5), ("max_nodes_per_hour", -1)])
+def test_policy_settings_out_of_range_are_bad_input(tmp_path, key, value):
+    (tmp_path / "ff.toml").write_text(f"[actions]\nenabled = true\n{key} = {json.dumps(value)}\n")
+    with pytest.raises(Exception, match=f"actions.{key}"):
+        apply_actions(load_config(str(tmp_path / "ff.toml")), [verdict()], "slurm")
