@@ -427,7 +427,7 @@ def _epilog(args) -> int:
     """Never fails the epilog: whatever goes wrong is one line on stderr (slurmctld's log) and exit 0."""
     try:
         from firstfault.config import load_config
-        from firstfault.epilog import queue_job
+        from firstfault.connectors.slurm_epilog import queue_job
 
         settings = load_config(args.config).automation
         queue_job(args.spool_dir or settings.spool_dir, os.environ, queue_all=settings.queue_all)
@@ -445,7 +445,7 @@ def _worker(args) -> int:
 
 
 def _actions(args) -> int:
-    from firstfault.actions import ACTION_COLUMNS, list_actions
+    from firstfault.warehouse.actions import ACTION_COLUMNS, list_actions
     from firstfault.config import resolve_config
     from firstfault.warehouse.outputs import format_rows
 
@@ -455,7 +455,7 @@ def _actions(args) -> int:
 
 
 def _actions_resume(args) -> int:
-    from firstfault.actions import resume
+    from firstfault.warehouse.actions import resume
     from firstfault.config import resolve_config
 
     row = resume(resolve_config(args.config, warehouse_path=args.warehouse), args.action_id)
@@ -509,7 +509,7 @@ def _attribute(args) -> int:
         attempt_ids = [c.attempt_id for c in contexts]
     verdicts = _print_verdicts(config.warehouse.path, attempt_ids, as_json=args.json, single=len(attempt_ids) == 1, outputs=outputs)
     if not args.static:  # [actions] act on attempts a scheduler connector found, never on a hand-written context
-        from firstfault.actions import apply_actions
+        from firstfault.warehouse.actions import apply_actions
 
         apply_actions(config, verdicts, "scheduler" if args.scheduler else "slurm" if args.slurm else "kueue")
     return 0

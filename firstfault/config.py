@@ -199,7 +199,7 @@ class ApiSettings:
 @dataclass(frozen=True)
 class AutomationSettings:
     """`firstfault epilog` (Slurm's EpilogSlurmctld) queues failed jobs; `firstfault worker` attributes them
-    (firstfault/epilog.py, firstfault/worker.py, docs/automation.md)."""
+    (connectors/slurm_epilog.py, firstfault/worker.py, docs/automation.md)."""
     spool_dir: str = "./spool"        # the epilog writes here (SlurmUser must be able to), the worker takes from here
     queue_all: bool = False           # also queue jobs that ended with exit code 0:0 and derived exit code 0
     settle_s: float = 30.0            # wait after the job's end so late log lines and the accounting record are written
@@ -218,7 +218,7 @@ class WebhookSettings(RemoteSettings):
 @dataclass(frozen=True)
 class ActionSettings:
     """Turning `drain_node` recommendations into drains (Slurm) and cordons (Kubernetes) within a budget
-    (firstfault/actions.py). Off unless `enabled`; `dry_run` only records what would be done."""
+    (warehouse/actions.py). Off unless `enabled`; `dry_run` only records what would be done."""
     enabled: bool = False
     dry_run: bool = True
     min_confidence: str = "high"      # low | medium | high

@@ -2,7 +2,7 @@
 
 Each spool file waits `settle_s` after the job's end (late log lines, the final accounting record), then the job's
 attempt (restart count) is resolved through the Slurm connector, attributed, stored, handed to the sinks
-(warehouse/sinks.py) and to the `[actions]` policy (firstfault/actions.py). While accounting does not show the
+(warehouse/sinks.py) and to the `[actions]` policy (warehouse/actions.py). While accounting does not show the
 attempt as ended, or one of its log sources is still missing, it is tried again every `retry_s` until `give_up_s`.
 A `done` marker per attempt makes every (job, restart count) attributed once, however often it was queued."""
 from __future__ import annotations
@@ -11,14 +11,13 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from firstfault.actions import apply_actions, check_settings
+from firstfault.warehouse.actions import apply_actions, check_settings
 from firstfault.config import Config
 from firstfault.connectors.registry import resolve_scheduler_specs
 from firstfault.connectors.static_context import load_static_context
-from firstfault.epilog import QUEUE
+from firstfault.connectors.slurm_epilog import Spool
 from firstfault.errors import BadInput
 from firstfault.ids import attempt_key
 from firstfault.run import load_rule_set, run_attempts
@@ -36,39 +35,13 @@ class NotYet(Exception):
     """The attempt cannot be attributed yet (not in accounting, not ended, a log source missing)."""
 
 
-@dataclass
-class Spool:
-    root: Path
-
-    @property
-    def queue(self) -> Path:
-        return self.root / QUEUE
-
-    @property
-    def done(self) -> Path:
-        return self.root / "done"
-
-    @property
-    def set_aside(self) -> Path:
-        return self.root / "failed"
-
-    @property
-    def outbox(self) -> Outbox:
-        return Outbox(self.root / "outbox")
-
-    def queued(self) -> list[Path]:
-        """Queued files, oldest first (names start with the job id, so by time written)."""
-        files = [p for p in self.queue.glob("*.json")] if self.queue.is_dir() else []
-        return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
-
-
 class Worker:
     def __init__(self, config: Config):
         if not config.slurm.enabled:
             raise BadInput("firstfault.toml", "slurm.enabled", "the worker attributes Slurm jobs: set [slurm] enabled = true")
         self.config = config
         self.spool = Spool(Path(config.automation.spool_dir))
-        self.outbox = self.spool.outbox
+        self.outbox = Outbox(self.spool.root / "outbox")
         self.outbox.sinks(config)  # checks [automation] outputs and [actions] before any work
         check_settings(config.actions)
         self.rules = load_rule_set(config)
@@ -85,13 +58,9 @@ class Worker:
 
     def run_pass(self, now: float | None = None) -> list[str]:
         """One pass: every due spool file, then every due send; the attempt ids attributed."""
-        attributed = []
-        for path in self.spool.queued():
-            attempt = self.take(path, time.time() if now is None else now)
-            if attempt:
-                attributed.append(attempt)
+        taken = [self.take(path, time.time() if now is None else now) for path in self.spool.queued()]
         self.outbox.flush(self.config, now)
-        return attributed
+        return [attempt for attempt in taken if attempt]
 
     def take(self, path: Path, now: float) -> str | None:
         settings = self.config.automation
@@ -101,7 +70,8 @@ class Worker:
             queued_at = float(job["queued_at"])
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.warning("%s: not a spool file (%s); set aside", path.name, e)
-            return self._set_aside(path)
+            self._set_aside(path)
+            return None
         marker = self.spool.done / f"{attempt_key(ref)}.json"
         if marker.exists():  # queued twice: attributed already
             path.unlink(missing_ok=True)
@@ -114,7 +84,8 @@ class Worker:
         except NotYet as e:
             if last_try:
                 log.warning("job %s: %s after %g s; set aside", ref, e, settings.give_up_s)
-                return self._set_aside(path)
+                self._set_aside(path)
+                return None
             log.info("job %s: %s; next try in %g s", ref, e, settings.retry_s)
             self.next_try[path.name] = now + settings.retry_s
             return None
@@ -147,4 +118,3 @@ class Worker:
     def _set_aside(self, path: Path) -> None:
         self.spool.set_aside.mkdir(parents=True, exist_ok=True)
         path.replace(self.spool.set_aside / path.name)
-        return None

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from fake_kube import FakeKube
 
-from firstfault.actions import Drained, apply_actions, drain_reason, list_actions, plan, resume
+from firstfault.warehouse.actions import Drained, apply_actions, drain_reason, list_actions, plan, resume
 from firstfault.cli import main
 from firstfault.config import ActionSettings, Config, KubernetesSettings, load_config
-from firstfault.epilog import is_failed
+from firstfault.connectors.slurm_epilog import is_failed
 from firstfault.warehouse.sinks import Outbox, chat_text
 
 REPO = Path(__file__).resolve().parents[1]

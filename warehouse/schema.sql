@@ -109,7 +109,7 @@ CREATE TABLE IF NOT EXISTS run_failures (
     recorded_at TIMESTAMP
 );
 
--- What firstfault did, would have done (dry run) or refused about a `drain_node` recommendation (firstfault/actions.py):
+-- What firstfault did, would have done (dry run) or refused about a `drain_node` recommendation (warehouse/actions.py):
 -- one row per decision on one node; `firstfault actions resume ID` fills resumed_at.
 CREATE SEQUENCE IF NOT EXISTS action_ids START 1;
 CREATE TABLE IF NOT EXISTS actions (

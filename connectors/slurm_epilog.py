@@ -8,9 +8,34 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 QUEUE = "queue"  # the spool's folder of queued jobs
+
+
+@dataclass
+class Spool:
+    """The spool folder: `queue` (the epilog writes), `done` (one marker per attributed attempt), `failed` (set
+    aside), and the worker's `outbox` (warehouse/sinks.py)."""
+    root: Path
+
+    @property
+    def queue(self) -> Path:
+        return self.root / QUEUE
+
+    @property
+    def done(self) -> Path:
+        return self.root / "done"
+
+    @property
+    def set_aside(self) -> Path:
+        return self.root / "failed"
+
+    def queued(self) -> list[Path]:
+        """Queued files, oldest first (names start with the job id, so by time written)."""
+        files = [p for p in self.queue.glob("*.json")] if self.queue.is_dir() else []
+        return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
 
 
 def is_failed(env: Mapping[str, str]) -> bool:
