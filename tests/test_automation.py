@@ -234,13 +234,22 @@ def scontrol_node() -> str:
     return run("scontrol", "--oneliner", "show", "node", "node1")
 
 
+def with_actions(root: Path, config: Path, name: str, policy: str) -> Path:
+    """Write the test's config with [actions] on (node1 is the whole cluster: any fraction allows it); its warehouse."""
+    write_config(root, config, name, actions=f"enabled = true\nmax_fraction = 1.0\n{policy}")
+    return root / name / "wh.duckdb"
+
+
+def decisions(warehouse: Path, job: str) -> list[dict]:
+    return wait_for(f"the decisions about job {job}", lambda: [r for r in actions_rows(warehouse) if r["attempt_id"] == f"ci/{job}/0"], 90)
+
+
 def test_drain_then_resume_then_the_hourly_budget_holds(loop, capsys):
     root, config = loop
-    write_config(root, config, "drain", actions="enabled = true\ndry_run = false\nmax_nodes_per_hour = 1\nmax_fraction = 1.0")
-    warehouse = root / "drain" / "wh.duckdb"
+    warehouse = with_actions(root, config, "drain", "dry_run = false\nmax_nodes_per_hour = 1")
     with running_worker(config):
         job_a = submit(root / "drain", "ff-auto-a", GPU_JOB)
-        [done] = wait_for("the drain of node1", lambda: actions_rows(warehouse), 90)
+        [done] = decisions(warehouse, job_a)
         assert (done["attempt_id"], done["node"], done["status"], done["kind"], done["rule"]) == (f"ci/{job_a}/0", "node1", "done", "drain", "xid_root")
         shown = scontrol_node()
         assert "DRAIN" in re.search(r"State=(\S+)", shown).group(1)
@@ -255,18 +264,17 @@ def test_drain_then_resume_then_the_hourly_budget_holds(loop, capsys):
         assert listed[0]["resumed_at"] is not None
 
         job_b = submit(root / "drain", "ff-auto-b", GPU_JOB)
-        rows = wait_for("a decision about job B", lambda: [r for r in actions_rows(warehouse) if r["attempt_id"] == f"ci/{job_b}/0"], 90)
+        rows = decisions(warehouse, job_b)
     assert [(r["status"], r["reason"], r["node"]) for r in rows] == [("skipped", "max_nodes_per_hour", "node1")]
     assert node_state() == "idle"
 
 
 def test_dry_run_records_what_would_be_done_and_drains_nothing(loop):
     root, config = loop
-    write_config(root, config, "dry", actions="enabled = true\ndry_run = true\nmax_fraction = 1.0")
-    warehouse = root / "dry" / "wh.duckdb"
+    warehouse = with_actions(root, config, "dry", "dry_run = true")
     with running_worker(config):
         job = submit(root / "dry", "ff-auto-dry", GPU_JOB)
-        [row] = wait_for("the dry-run decision", lambda: actions_rows(warehouse), 90)
+        [row] = decisions(warehouse, job)
     assert (row["attempt_id"], row["status"], row["node"]) == (f"ci/{job}/0", "dry_run", "node1")
     argv = json.loads(row["command"])
     assert argv[1:4] == ["update", "NodeName=node1", "State=DRAIN"] and argv[4] == f"Reason={row['reason']}"
