@@ -202,3 +202,21 @@ def test_policy_settings_out_of_range_are_bad_input(tmp_path, key, value):
     (tmp_path / "ff.toml").write_text(f"[actions]\nenabled = true\n{key} = {json.dumps(value)}\n")
     with pytest.raises(Exception, match=f"actions.{key}"):
         apply_actions(load_config(str(tmp_path / "ff.toml")), [verdict()], "slurm")
+
+
+def test_the_worker_attributes_each_job_and_restart_count_once(tmp_path, monkeypatch):
+    """A job queued twice is attributed once; a requeued job's attempts (restart counts 0 and 1) are two."""
+    from firstfault.connectors.slurm_epilog import queue_job
+    from firstfault.worker import Worker
+
+    config = Config()
+    config = replace(config, slurm=replace(config.slurm, enabled=True),
+                     automation=replace(config.automation, spool_dir=str(tmp_path / "spool"), settle_s=0.0))
+    for restart in ("0", "0", "1"):
+        queue_job(config.automation.spool_dir, {"SLURM_JOB_ID": "5", "SLURM_JOB_EXIT_CODE2": "1:0", "SLURM_RESTART_COUNT": restart})
+    asked = []
+    monkeypatch.setattr(Worker, "attribute", lambda self, ref, last_try: asked.append(ref) or [verdict(attempt_id=f"ci/{ref.replace(':', '/')}")])
+    worker = Worker(config)
+    assert sorted(worker.run_pass()) == ["ci/5/0", "ci/5/1"]
+    assert sorted(asked) == ["5:0", "5:1"]
+    assert worker.run_pass() == [] and not list((tmp_path / "spool" / "queue").glob("*.json"))
