@@ -81,12 +81,12 @@ class Worker:
         last_try = now >= queued_at + settings.give_up_s
         try:
             verdicts = self.attribute(ref, last_try=last_try)
-        except NotYet as e:
+        except Exception as e:  # NotYet, or a failed attribution (an unreadable log, a full disk): tried again, not fatal
             if last_try:
                 log.warning("job %s: %s after %g s; set aside", ref, e, settings.give_up_s)
                 self._set_aside(path)
                 return None
-            log.info("job %s: %s; next try in %g s", ref, e, settings.retry_s)
+            log.log(logging.INFO if isinstance(e, NotYet) else logging.WARNING, "job %s: %s; next try in %g s", ref, e, settings.retry_s)
             self.next_try[path.name] = now + settings.retry_s
             return None
         self.outbox.put(self.config, verdicts)
