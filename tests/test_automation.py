@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 import time
@@ -82,15 +81,22 @@ def resume_node1() -> None:
     subprocess.run(["scontrol", "update", "NodeName=node1", "State=RESUME"], capture_output=True, check=False, timeout=30)
 
 
+def as_slurm_user(*command: str) -> bool:
+    return subprocess.run(["runuser", "-u", "slurm", "--", *command], capture_output=True, check=False, timeout=60).returncode == 0
+
+
 def epilog_command(config: Path) -> str:
-    """How SlurmUser runs `firstfault epilog`: with the test's interpreter when SlurmUser may execute it, else with
-    the system Python given this environment's site-packages (a venv whose interpreter lives under /root is out of
-    SlurmUser's reach; its editable install still maps the packages)."""
-    interpreter = os.path.realpath(sys.executable)
-    if subprocess.run(["runuser", "-u", "slurm", "--", "test", "-x", interpreter], check=False).returncode == 0:
+    """How SlurmUser runs `firstfault epilog`: this environment's, when SlurmUser can run it; else (a venv or a
+    checkout under /root is out of its reach) the same modules copied beside the config, under the system Python
+    (the epilog's import path is the standard library and these files only)."""
+    if as_slurm_user(sys.executable, "-c", "import firstfault.cli, firstfault.connectors.slurm_epilog"):
         return f"exec {sys.executable} -m firstfault.cli epilog --config {config}"
-    boot = f"import site, sys; site.addsitedir({sysconfig.get_path('purelib')!r}); from firstfault.cli import main; sys.exit(main())"
-    return f'exec /usr/bin/python3 -c "{boot}" epilog --config {config}'
+    code = config.parent / "epilog-code"
+    if not code.exists():
+        skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(REPO / "firstfault", code / "firstfault", ignore=skip)
+        shutil.copytree(REPO / "connectors", code / "firstfault" / "connectors", ignore=skip)
+    return f"PYTHONPATH={code} exec /usr/bin/python3 -P -m firstfault.cli epilog --config {config}"  # -P: not the cwd's firstfault
 
 
 @pytest.fixture(scope="module")
