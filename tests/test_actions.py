@@ -238,3 +238,24 @@ def test_a_failed_attribution_is_tried_again_then_set_aside_and_the_worker_goes_
     assert worker.run_pass(now=start + 11) == [] and len(tries) == 2
     worker.run_pass(now=start + 61)
     assert [p.name.split(".")[0] for p in (tmp_path / "spool" / "failed").glob("*.json")] == ["6"]
+
+
+def test_the_worker_waits_for_a_missing_log_source_until_give_up(tmp_path, monkeypatch):
+    import firstfault.worker as worker_module
+    from firstfault.worker import NotYet, Worker
+
+    (tmp_path / "app.log").write_text("step 1 loss 2.0\nRuntimeError: CUDA error: unspecified launch failure\n")
+    spec = tmp_path / "attempt.yaml"
+    spec.write_text(json.dumps({"workload_id": "77", "cluster": "ci", "state": "FAILED", "start": "2026-11-29T01:00:00Z",
+                                "end": "2026-11-29T01:10:00Z", "nodes": ["node1"],
+                                "logs": [{"source": "applog", "path": str(tmp_path / "app.log")},
+                                         {"source": "syslog", "path": str(tmp_path / "kernel-{node}.log")}]}))
+    monkeypatch.setattr(worker_module, "resolve_scheduler_specs", lambda config, kind, ref, where: [str(spec)])
+    config = Config()
+    config = replace(config, slurm=replace(config.slurm, enabled=True), lake=replace(config.lake, root=str(tmp_path / "lake")),
+                     warehouse=replace(config.warehouse, path=str(tmp_path / "wh.duckdb")))
+    worker = Worker(config)
+    with pytest.raises(NotYet, match="syslog .*kernel-node1.log is missing"):
+        worker.attribute("77:0", last_try=False)
+    [v] = worker.attribute("77:0", last_try=True)  # the last try: the verdict stands, the missing source in its reports
+    assert v["attempt_id"] == "ci/77/0" and any(r["status"] == "missing" for r in v["connector_reports"])
