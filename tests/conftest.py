@@ -38,3 +38,14 @@ def warehouse_rows(path, sql):
         return [dict(zip(names, r)) for r in cur.fetchall()]
     finally:
         con.close()
+
+
+# the warehouse rows two runners must agree on (no table has a run-specific column): tests/test_nightly_dask.py and
+# tests/test_dask_hosts.py compare the Dask runner's with the local runner's
+RUNNER_TABLES = {
+    "attributions": "SELECT * FROM attributions ORDER BY attempt_id",
+    "attribution_evidence": "SELECT * FROM attribution_evidence ORDER BY attempt_id, position",
+    "events": "SELECT * FROM events ORDER BY attempt_id, event_id",
+    "rule_hits": "SELECT * FROM rule_hits ORDER BY ALL",
+    "connector_reports": "SELECT * FROM connector_reports ORDER BY ALL",
+}

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from conftest import warehouse_rows
+from conftest import RUNNER_TABLES, warehouse_rows
 from firstfault.synthetic.simulate import simulate
 
 SUBNET = "10.250.{}.{}"  # a private subnet that only exists inside the namespaces of one test run
@@ -146,14 +146,6 @@ def wait_for_port(hosts: TestHosts, host: str, address: str, port: int, python: 
 
 SINCE, UNTIL = "2026-11-01", "2026-11-02"
 S3_PORT, PREFECT_PORT, SCHEDULER_PORT = 5000, 4200, 8786
-# the warehouse tables compared between runs (no table has a run-specific column)
-COMPARED = {
-    "attributions": "SELECT * FROM attributions ORDER BY attempt_id",
-    "attribution_evidence": "SELECT * FROM attribution_evidence ORDER BY attempt_id, position",
-    "events": "SELECT * FROM events ORDER BY attempt_id, event_id",
-    "rule_hits": "SELECT * FROM rule_hits ORDER BY ALL",
-    "connector_reports": "SELECT * FROM connector_reports ORDER BY ALL",
-}
 PYTHON = sys.executable
 # what a shard may read: the lake and the catalog on S3, through the AWS environment every host gets
 S3_ENV = {"AWS_ACCESS_KEY_ID": "firstfault", "AWS_SECRET_ACCESS_KEY": "firstfault-test", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -268,7 +260,7 @@ class DaskHosts:
         assert rc == 0, (self.root / f"nightly-{run}.log").read_text(errors="replace")[-3000:]
 
     def rows(self, run: str) -> dict[str, list[dict]]:
-        return {t: warehouse_rows(self.root / "driver" / f"{run}.duckdb", q) for t, q in COMPARED.items()}
+        return {t: warehouse_rows(self.root / "driver" / f"{run}.duckdb", q) for t, q in RUNNER_TABLES.items()}
 
     def lake_inventory(self, fleet: str) -> dict:
         """Objects per lake table partition, and what is left under results/."""

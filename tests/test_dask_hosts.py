@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from netns_hosts import COMPARED, DaskHosts, TestHosts, namespaces_available
+from conftest import RUNNER_TABLES
+from netns_hosts import DaskHosts, TestHosts, namespaces_available
 
 # two simulated fleets (one day of starts each): the equality run's, and a small one for the kill runs
 FLEETS = {"big": 230, "small": 24}
@@ -34,7 +35,7 @@ def cluster(tmp_path_factory):
 
 
 def _same_rows(a: dict, b: dict) -> None:
-    for table in COMPARED:
+    for table in RUNNER_TABLES:
         only = sorted(set(map(repr, a[table])) ^ set(map(repr, b[table])))
         assert a[table] and a[table] == b[table], (table, len(a[table]), len(b[table]), only[:4])
 

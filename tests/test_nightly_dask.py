@@ -4,23 +4,16 @@ import shutil
 import duckdb
 import pytest
 
+from conftest import RUNNER_TABLES
 from firstfault.synthetic.demo import write_demo
 
 DAY = "2026-11-29"
-# run-specific columns (ids, wall-clock times) are left out; everything else must be equal
-COMPARED = {
-    "attributions": "SELECT * FROM attributions ORDER BY attempt_id",
-    "attribution_evidence": "SELECT * FROM attribution_evidence ORDER BY attempt_id, position",
-    "events": "SELECT * FROM events ORDER BY attempt_id, event_id",
-    "rule_hits": "SELECT * FROM rule_hits ORDER BY ALL",
-    "connector_reports": "SELECT * FROM connector_reports ORDER BY ALL",
-}
 
 
 def dump(path):
     con = duckdb.connect(path, read_only=True)
     try:
-        return {t: con.execute(q).fetchall() for t, q in COMPARED.items()}
+        return {t: con.execute(q).fetchall() for t, q in RUNNER_TABLES.items()}
     finally:
         con.close()
 
@@ -40,6 +33,6 @@ def test_dask_run_equals_local_run(prefect_api, tmp_path):
     assert local["attributed"] == dask["attributed"] == 4 and dask["failed"] == 0 and dask["shards"] == 3
     assert local["verdicts"] == dask["verdicts"] == {"ambiguous": 1, "attributed": 3}
     a, b = dump(str(tmp_path / "local.duckdb")), dump(str(tmp_path / "dask.duckdb"))
-    for table in COMPARED:
+    for table in RUNNER_TABLES:
         only = sorted(set(map(repr, a[table])) ^ set(map(repr, b[table])))  # what differs, if anything
         assert a[table] and a[table] == b[table], (table, only[:4])
