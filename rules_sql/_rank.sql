@@ -17,9 +17,10 @@ CREATE OR REPLACE TEMP MACRO chain_side_matches(domain, subdomain, kind, codes, 
 -- A job-level root of a class that names a node (silent_node_classes, e.g. the scheduler's NODE_FAIL) takes the node
 -- that went silent first while its peers' errors name it, dated when it went silent; a restart leaves that node out.
 UPDATE rule_hits h
-SET culprit_node = s.node, ts = s.last_ts, granularity = 'node',
+SET culprit_node = s.node, ts = coalesce(s.last_ts, h.ts), granularity = 'node',
     action = CASE h.action WHEN 'restart' THEN 'restart_excluding_nodes' ELSE h.action END,
-    summary = h.summary || printf(' (%s went silent first, at %s, and its peers name it)', s.node, strftime(s.last_ts, '%Y-%m-%dT%H:%M:%SZ'))
+    summary = h.summary || CASE WHEN s.last_ts IS NULL THEN printf(' (%s logged nothing and its peers name it)', s.node)
+                                ELSE printf(' (%s went silent first, at %s, and its peers name it)', s.node, strftime(s.last_ts, '%Y-%m-%dT%H:%M:%SZ')) END
 FROM silent_first_node s, silent_node_classes c
 WHERE h.role = 'root' AND h.culprit_node IS NULL AND s.attempt_id = h.attempt_id
   AND h.domain = c.domain AND (c.subdomain IS NULL OR h.subdomain = c.subdomain);

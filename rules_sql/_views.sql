@@ -130,10 +130,33 @@ first_two AS (
            min(last_ts) FILTER (WHERE n = 2) AS next_ts
     FROM ordered WHERE n <= 2
     GROUP BY attempt_id
+),
+stopped_first AS (
+    SELECT f.attempt_id, f.node, f.last_ts
+    FROM first_two f CROSS JOIN params p
+    WHERE f.next_ts > f.last_ts + to_microseconds(CAST(p.skew_tolerance_s * 1e6 AS BIGINT))
+      AND EXISTS (SELECT 1 FROM events e
+                  WHERE e.attempt_id = f.attempt_id AND e.peer_node = f.node AND e.node IS DISTINCT FROM f.node
+                    AND coalesce(e.ts >= f.last_ts, true))
+),
+-- a node of the attempt that printed nothing at all went silent before the first line anyone printed: it is the one
+-- when it is the only such node and another node's error names it (two such nodes: nothing says which went first)
+never_heard AS (
+    SELECT a.attempt_id, n.node
+    FROM attempts a, unnest(a.nodes) AS n(node)
+    WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.attempt_id = a.attempt_id AND e.node = n.node)
+      AND NOT EXISTS (SELECT 1 FROM progress_window p WHERE p.attempt_id = a.attempt_id AND p.node = n.node)
+),
+named_never_heard AS (
+    SELECT attempt_id, min(node) AS node
+    FROM never_heard v
+    GROUP BY attempt_id
+    HAVING count(*) = 1
+       AND EXISTS (SELECT 1 FROM events e
+                   WHERE e.attempt_id = v.attempt_id AND e.peer_node = min(v.node) AND e.node IS NOT NULL)
 )
-SELECT f.attempt_id, f.node, f.last_ts
-FROM first_two f CROSS JOIN params p
-WHERE f.next_ts > f.last_ts + to_microseconds(CAST(p.skew_tolerance_s * 1e6 AS BIGINT))
-  AND EXISTS (SELECT 1 FROM events e
-              WHERE e.attempt_id = f.attempt_id AND e.peer_node = f.node AND e.node IS DISTINCT FROM f.node
-                AND coalesce(e.ts >= f.last_ts, true));
+SELECT attempt_id, node, last_ts FROM stopped_first
+UNION ALL
+SELECT n.attempt_id, n.node, NULL AS last_ts
+FROM named_never_heard n
+WHERE NOT EXISTS (SELECT 1 FROM stopped_first f WHERE f.attempt_id = n.attempt_id);
