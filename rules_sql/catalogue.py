@@ -40,7 +40,7 @@ def check_catalogue(messages: list[Message], rule_dirs: list[Path] = (), pattern
     """Attribute every example of `messages` in one run (with the site rules and patterns of those folders, after the
     built-in ones); one result per entry, in catalogue order."""
     examples = [(m, n, x) for m in messages for n, x in enumerate(m.examples)]
-    cases = {(m.id, n): _case(m, n, x, window) for (m, n, x), window in zip(examples, _windows(examples))}
+    cases = {(m.id, n): _case(m, n, x, window) for (m, n, x), window in zip(examples, example_windows(examples))}
     outcomes = attribute_cases(list(cases.values()), rule_dirs, pattern_dirs)
     results = []
     for m in messages:
@@ -73,7 +73,7 @@ def _case(m: Message, n: int, x: Example, window: dict) -> Case:
                 {f"{m.source}/{LINE_NODE}": list(x.lines)}, {}, Path(m.file))
 
 
-def _windows(examples: list[tuple[Message, int, Example]]) -> list[dict]:
+def example_windows(examples: list[tuple[Message, int, Example]]) -> list[dict]:
     """Per example, an attempt window around the line's own stamp (a real line keeps its date) so the rules read its
     events, or {} for the default window; the stamps come from one extraction per source over every example's lines."""
     windows: list[dict] = [{} for _ in examples]
@@ -103,8 +103,8 @@ def check_example(m: Message, x: Example, verdict: dict, events: list[dict]) -> 
         got = f"{verdict['verdict']} {verdict['domain']}/{verdict['subdomain']} on {verdict['culprit_nodes']}"
         if f"{verdict['domain']}/{verdict['subdomain']}" != m.cls:
             problems.append(f"root: expected the verdict {m.cls}, got {got} ({summary})")
-        elif m.scope != "job" and _culprit(m, x) not in (verdict["culprit_nodes"] or []):
-            problems.append(f"root: expected the culprit {_culprit(m, x)}, got {got}")
+        elif m.scope != "job" and expected_culprit(m, x) not in (verdict["culprit_nodes"] or []):
+            problems.append(f"root: expected the culprit {expected_culprit(m, x)}, got {got}")
     else:
         roots = [e["kind"] for e in events if e["role"] == "root"]
         if roots:
@@ -112,7 +112,7 @@ def check_example(m: Message, x: Example, verdict: dict, events: list[dict]) -> 
     return problems
 
 
-def _culprit(m: Message, x: Example) -> str:
+def expected_culprit(m: Message, x: Example) -> str:
     """node-02, where the line is written; for a peer-scoped message, the attempt's node the line names, if any."""
     if m.scope == "peer":
         named = [n for n in NODES if any(re.search(rf"\b{re.escape(n)}\b", line) for line in x.lines)]
