@@ -10,8 +10,10 @@ table plus application failures and lifecycle endings. Deterministic for a seed.
 """
 from __future__ import annotations
 
+import functools
 import json
 import random
+import re
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -19,6 +21,10 @@ from pathlib import Path
 
 import yaml
 from firstfault.connectors.static_context import load_static_context
+from firstfault.landing import events_from_lines
+from firstfault.rules_sql.catalogue import LINE_NODE
+from firstfault.rules_sql.rendered_cases import first_rendered
+from firstfault.transforms.messages import Example, Message, load_catalogue
 from firstfault.synthetic.logwriters import BUS_IDS, GPUS, Scenario, write_attempt
 from firstfault.synthetic.metrics import metrics_csv
 from firstfault.warehouse.read import verdict_summaries
@@ -61,9 +67,13 @@ FAULTS: dict[str, tuple[float, str, str | None, str | None, bool]] = {
     "kernel_panic": (0, "attributed", "software", "kernel", True),         # hung-task panic, the node goes silent
     "nan": (0, "attributed", "application", "nan", True),                  # NaN in the gradients on every rank
     "node_vanished": (0, "attributed", "infrastructure", "node_failure", True),  # peers' resets, no scheduler message
+    # a root of the message catalogue, written as its rendered example line; the truth is that entry's class
+    "catalogue": (0, "attributed", None, None, True),
 }
 #: weights that add the real shapes to a fleet: `simulate(..., weights=REAL_SHAPES)`
 REAL_SHAPES = {"host_oom": 20, "filesystem": 15, "kernel_panic": 10, "nan": 15, "node_vanished": 10}
+#: weights that make every attempt's fault a catalogue root (every family with one): `weights=CATALOGUE_SHAPES`
+CATALOGUE_SHAPES = {**{kind: 0 for kind in FAULTS}, "catalogue": 1}
 HARDWARE = {"gpu_lost", "gpu_nvlink", "gpu_firmware", "gpu_memory"}
 NEEDS_PEERS = {"ib_link", "nic", "ambiguous", "node_vanished"}
 
@@ -277,7 +287,38 @@ def _build(kind: str, s: Scenario, rng: random.Random, gpu_model: str, culprit: 
         _cascade(s, rng, at, seq)
         s.plain(s.end - timedelta(seconds=5), 0, "terminate called after throwing an instance of 'c10::DistBackendError'")
         return [], roots, {"exit_code": "6:0"}
+    if kind == "catalogue":
+        return _build_catalogue(s, rng, culprit, at, seq)
     return _build_real_shape(kind, s, rng, culprit, at, seq)
+
+
+@functools.cache
+def catalogue_roots() -> dict[str, list[tuple[Message, Example]]]:
+    """Family (catalogue file) -> its root entries a fleet can write: a one-line rendered example without a stamp of
+    its own (the writers stamp it), in the application or kernel log, not naming its culprit as a peer's address."""
+    picks = [(m, x) for m in load_catalogue() if m.role == "root" and m.source in ("applog", "syslog") and m.scope != "peer"
+             for x in [first_rendered(m)] if x is not None and len(x.lines) == 1]
+    events = events_from_lines([x.lines[0] for _, x in picks], "applog", node=LINE_NODE)
+    stamped = set(events.filter(events["ts_quality"] != "inherited").drop_nulls("ts")["line"].to_list())
+    roots: dict[str, list[tuple[Message, Example]]] = {}
+    for i, (m, x) in enumerate(picks, start=1):
+        if i not in stamped:
+            roots.setdefault(m.file, []).append((m, x))
+    return roots
+
+
+def _build_catalogue(s: Scenario, rng: random.Random, culprit: str, at: datetime, seq: int) -> tuple[list[str], list[str], dict]:
+    """A family, then one of its roots: its line on the culprit (kernel log or the culprit's rank), the cascade after."""
+    roots = catalogue_roots()
+    m, x = rng.choice(roots[rng.choice(sorted(roots))])
+    line = re.sub(rf"\b{LINE_NODE}\b", culprit, x.lines[0])  # the render test's culprit node is this attempt's
+    if m.source == "syslog":
+        _root_kern(s, [], culprit, at, line)
+    else:
+        _root_app(s, [], at, s.rank(culprit, rng.randrange(GPUS)), line)
+    _cascade(s, rng, at, seq)
+    domain, subdomain = m.cls.split("/")
+    return ([] if m.scope == "job" else [culprit]), [line], {"class": (domain, subdomain), "catalogue": m.id}
 
 
 def _build_real_shape(kind: str, s: Scenario, rng: random.Random, culprit: str, at: datetime, seq: int) -> tuple[list[str], list[str], dict]:
@@ -474,9 +515,10 @@ def _write_attempt(out: Path, job: Job, attempt: int, kind: str, culprit: str, s
     write_attempt(folder, s, workload=job.workload, cluster=CLUSTER, gpu_model=job.gpu_model, attempt=attempt,
                   state=over.get("state", s.state), exit_code=over.get("exit_code", s.exit_code), metrics=metrics_text)
     _, verdict, domain, subdomain, attributable = FAULTS[kind]
+    domain, subdomain = over.get("class", (domain, subdomain))
     return {
         "attempt_id": f"{CLUSTER}/{job.workload}/{attempt}", "spec": str(Path("catalog") / day / f"{job.workload}-{attempt}" / "attempt.yaml"),
-        "kind": kind, "verdict": verdict, "domain": domain, "subdomain": subdomain,
+        "kind": kind, **({"catalogue": over["catalogue"]} if "catalogue" in over else {}), "verdict": verdict, "domain": domain, "subdomain": subdomain,
         "culprit_nodes": culprits, "attributable": attributable, "gpu_model": job.gpu_model, "nodes": len(job.nodes),
         "root_lines": roots, "max_abs_skew_s": round(max(abs(v) for v in s.skew.values()), 3),
     }, s.end

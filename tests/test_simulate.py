@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from firstfault.cli import main
-from firstfault.synthetic.simulate import FAULTS, REAL_SHAPES, T0, attribute_fleet, evaluate, read_truth, simulate
+from firstfault.synthetic.simulate import CATALOGUE_SHAPES, FAULTS, REAL_SHAPES, T0, attribute_fleet, catalogue_roots, evaluate, read_truth, simulate
 
 from conftest import warehouse_rows
 
@@ -81,6 +81,19 @@ def test_real_shapes_are_written_and_attributed(tmp_path):
     result = evaluate(tmp_path, attribute_fleet(tmp_path))
     assert result["missing"] == 0
     assert result["domain_accuracy"] == 1.0 and result["culprit_accuracy"] == 1.0, result["misses"] + result["confident_wrong_attempts"]
+    assert result["confident_wrong"] == 0, result["confident_wrong_attempts"]
+
+
+def test_catalogue_shapes_write_every_familys_roots_and_are_attributed(tmp_path):
+    """CATALOGUE_SHAPES (off by default) makes each attempt's fault a catalogue root written as its rendered line on
+    the culprit (its class is the truth): a small fleet draws every family that has such a root, all attributed."""
+    simulate(tmp_path, nodes=16, attempts=60, days=1, seed=2, lines=(20, 40), max_job_nodes=4, weights=CATALOGUE_SHAPES)
+    truth = read_truth(tmp_path)
+    assert {t["kind"] for t in truth} == {"catalogue"}
+    families = {m.file for ms in catalogue_roots().values() for m, _ in ms if m.id in {t["catalogue"] for t in truth}}
+    assert families == set(catalogue_roots()), sorted(set(catalogue_roots()) - families)
+    result = evaluate(tmp_path, attribute_fleet(tmp_path))
+    assert result["missing"] == 0 and result["accuracy"] == 1.0, result["misses"]
     assert result["confident_wrong"] == 0, result["confident_wrong_attempts"]
 
 
