@@ -50,8 +50,8 @@ from firstfault.synthetic.simulate import evaluate, read_truth, simulate
 
 #: The simulator input of this benchmark with EVERY keyword of `simulate` spelled out (tests/test_benchmarks.py
 #: checks none is missing), so that later simulator changes, which add their switches off by default, cannot change
-#: what is measured. The fault weights are written out for every kind, the real shapes off (the mix of the Llama 3
-#: table); no job size cap, no metrics files, no requeued attempts. --attempts and --gb scale only `attempts` and
+#: what is measured. The fault weights are written out for every kind, the real and catalogue shapes off (the mix of
+#: the Llama 3 table); no job size cap, no metrics files, no requeued attempts. --attempts and --gb scale only `attempts` and
 #: `pad_bytes` (see sized_profile). A change of the simulator's random streams still shows in the printed fingerprint.
 FLEET_PROFILE = {
     "nodes": 256,
@@ -66,7 +66,7 @@ FLEET_PROFILE = {
         "success": 400, "time_limit": 45, "cancelled": 25, "gpu_lost": 48, "gpu_nvlink": 38, "gpu_firmware": 24,
         "gpu_memory": 54, "ib_link": 21, "nic": 5, "node_failure": 12, "preemption": 8, "nccl_segfault": 16,
         "exception": 30, "cuda_oom": 30, "collective_mismatch": 12, "watchdog_unknown": 12, "ambiguous": 15,
-        "host_oom": 0, "filesystem": 0, "kernel_panic": 0, "nan": 0, "node_vanished": 0,
+        "host_oom": 0, "filesystem": 0, "kernel_panic": 0, "nan": 0, "node_vanished": 0, "catalogue": 0,
     },
     "pad_bytes": 880_000,  # 2 GB over 2,000 attempts
     "max_job_nodes": 0,
