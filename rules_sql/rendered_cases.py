@@ -6,19 +6,22 @@ expected: that class, on the culprit the render test expects (none for a job-sco
 entry gets one attempt with its first rendered line, expected `unattributed`. Then `chains.yaml`: per causal chain of
 CHAIN_CASES, the cause entry's line and then the effect entry's on node-02 (one file when they share a source, so
 unstamped lines keep their order; a kernel line stamped as syslog writes it when the chain counts an unstamped effect
-only after a stamped cause) and the same waiting peers, expected the cause; the case names its chain (`chains:`), and
+only after a stamped cause; for a peer that names the lost node by its address, the effect on node-01, reporting as
+node-01, and node-02 known by that address) and the same waiting peers, expected the cause; the case names its chain (`chains:`), and
 tests/test_rendered_cases.py checks that the chain made the effect its cause's symptom.
 
     python -m firstfault.rules_sql.rendered_cases tests/rendered     # writes one <family>.yaml per catalogue file
 """
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
+from firstfault.landing import events_from_lines
 from firstfault.rules_sql.catalogue import NODES, LINE_NODE, example_windows, expected_culprit
 from firstfault.rules_sql.chains import load_chains
 from firstfault.transforms.messages import Example, Message, load_catalogue
@@ -43,6 +46,11 @@ CHAIN_CASES = {
     "filesystem.explains.exception": ("linux.nvme.timeout_reset", "linux.segfault.user_library"),
     "hardware.explains.node_failure": ("slurm.slurmstepd.uncorrectable_memory_error", "slurm.srun.node_failure"),
     "kernel.explains.node_failure": ("linux.hung_task.panic", "slurm.srun.node_failure"),
+    "hardware.explains.lost_peer_ib": ("nvidia.gpu.fallen_off_bus_probe", "nccl.net_ib.completion_error"),
+    "kernel.explains.lost_peer_ib": ("linux.hung_task.panic", "nccl.net_ib.completion_error"),
+    "nic.explains.lost_peer_ib": ("efa.admin.no_completion", "nccl.net_ib.completion_error"),
+    "host_oom.explains.lost_peer_ib": ("linux.oom.killed_process", "nccl.net_ib.completion_error"),
+    "node_failure.explains.lost_peer_ib": ("slurm.slurmstepd.cancelled_node_failure", "nccl.net_ib.completion_error"),
 }
 SYSLOG_PREFIX = "Nov 29 01:40:03 {node} kernel: "
 CHAINS_FILE = "chains.yaml"
@@ -73,17 +81,28 @@ def _chain_cases(messages: list[Message], symptom: Example) -> list[dict]:
         if row["unstamped"] == "after_stamped" and cause.source == "syslog":
             # the effect counts only after a stamped cause: the cause's line as syslog writes it, with its stamp
             cause_x = replace(cause_x, lines=tuple(SYSLOG_PREFIX.format(node=LINE_NODE) + line for line in cause_x.lines))
-        logs = {f"applog/{n}": list(symptom.lines) for n in WAITING_NODES}
-        for m, x in ((cause, cause_x), (effect, effect_x)):
-            logs.setdefault(f"{m.source}/{LINE_NODE}", []).extend(x.lines)
+        effect_node, context = LINE_NODE, {}
+        if row["scope"] == "peer_address":  # a peer reports losing the cause's node by the address its line names
+            effect_node = WAITING_NODES[0]
+            effect_x = replace(effect_x, lines=tuple(re.sub(rf"\b{LINE_NODE}\b", effect_node, line) for line in effect_x.lines))
+            context = {"addresses": {LINE_NODE: _peer_address(effect, effect_x)}}
+        logs = {f"applog/{n}": list(symptom.lines) for n in WAITING_NODES if n != effect_node}
+        for (m, x), node in (((cause, cause_x), LINE_NODE), ((effect, effect_x), effect_node)):
+            logs.setdefault(f"{m.source}/{node}", []).extend(x.lines)
         windows = [w for w in example_windows([(cause, 0, cause_x), (effect, 0, effect_x)]) if w]
         span = {"start": min(w["start"] for w in windows), "end": max(w["end"] for w in windows)} if windows else {}
         domain, subdomain = cause.cls.split("/")
-        culprits = [] if cause.scope == "job" else [expected_culprit(cause, cause_x)]
+        # a job-scoped cause has no culprit node, unless peers name the node they lost
+        culprits = [] if cause.scope == "job" and row["scope"] != "peer_address" else [expected_culprit(cause, cause_x)]
         cases.append({"name": f"{chain}.rendered", "kind": "positive", "chains": [chain], "catalogue": [cause_id, effect_id],
-                      "context": {"nodes": list(NODES), "state": "FAILED", **span}, "logs": logs,
+                      "context": {"nodes": list(NODES), "state": "FAILED", **context, **span}, "logs": logs,
                       "expect": {"verdict": "attributed", "domain": domain, "subdomain": subdomain, "culprit_nodes": culprits}})
     return cases
+
+
+def _peer_address(m: Message, x: Example) -> str:
+    """The address a peer's line names the lost node by."""
+    return events_from_lines(list(x.lines), m.source, node=WAITING_NODES[0]).drop_nulls("peer_addr")["peer_addr"][0]
 
 
 
