@@ -25,7 +25,8 @@ if [ "${1:-}" = --test ]; then
     #   prometheus                    prometheus + promtool; tests/test_prometheus.py backfills and starts its own server
     #   slurmctld slurmd slurm-client slurmdbd munge mariadb-server
     #                                 a one-node Slurm with accounting (scripts/slurm-up.sh) for tests/test_slurm_live.py
-    DEBIAN_PACKAGES=(chromium prometheus slurmctld slurmd slurm-client slurmdbd munge mariadb-server)
+    #   iproute2                      `ip netns`: the separate Dask hosts of tests/test_dask_hosts.py
+    DEBIAN_PACKAGES=(chromium prometheus slurmctld slurmd slurm-client slurmdbd munge mariadb-server iproute2)
 elif [ -n "${1:-}" ]; then
     say "unknown argument $1 (--test or nothing)"
     exit 2

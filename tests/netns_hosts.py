@@ -33,6 +33,8 @@ def namespaces_available() -> str | None:
     """None when network namespaces can be made here, else why not (a test skips with that reason)."""
     if os.geteuid() != 0:
         return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "no `ip` command (Debian package iproute2)"
     name = f"ffprobe-{uuid.uuid4().hex[:6]}"
     made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
     if made.returncode != 0:
