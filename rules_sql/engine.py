@@ -38,6 +38,7 @@ from firstfault.schema import (
     xid_catalog_path,
 )
 from firstfault.rules_sql.exception_symptoms import shipped_exception_symptoms
+from firstfault.rules_sql.selection import needed_rules
 from firstfault.transforms.messages import catalogue_dir
 
 HEADER_KEYS = ("id", "detects", "domain", "inputs")
@@ -280,20 +281,22 @@ def check_rule_output(con: duckdb.DuckDBPyConnection, rule: Rule) -> None:
 
 
 def run_rules(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
-    """Create `rule_hits`, `causes`, `outcome`, `evidence_rows` and `verdict_rows` temp tables."""
+    """Create `rule_hits`, `causes`, `outcome`, `evidence_rows` and `verdict_rows` temp tables. Rules that read only
+    event kinds absent from the run are not planned (rules_sql/selection.py): they could not hit."""
     create_shared_views(con)
     builtin = builtin_rules_dir()
     for rule in rules:
-        # a site's rules are checked here (exit 2 naming the file); the built-in ones by `rules lint` in the test suite
+        # a site's rules are checked here (exit 2 naming the file), needed or not; the built-in ones by `rules lint`
         if rule.hits is not None or rule.path.parent != builtin:
             check_rule_output(con, rule)
+    rules = needed_rules(rules, [kind for (kind,) in con.execute("SELECT DISTINCT kind FROM events").fetchall()])
     typed = [
         f"SELECT attempt_id::VARCHAR AS attempt_id, event_id::VARCHAR AS event_id, rule_id::VARCHAR AS rule_id, role::VARCHAR AS role, "
         f"domain::VARCHAR AS domain, subdomain::VARCHAR AS subdomain, culprit_node::VARCHAR AS culprit_node, "
         f"culprit_rank::INTEGER AS culprit_rank, gpu::VARCHAR AS gpu, granularity::VARCHAR AS granularity, "
         f"strength::DOUBLE AS strength, ts::TIMESTAMP AS ts, summary::VARCHAR AS summary, action::VARCHAR AS action "
         f"FROM ({r.sql})"
-        for r in rules
+        for r in rules or [_NO_RULE]
     ]
     con.execute("CREATE OR REPLACE TEMP TABLE rule_hits AS " + "\nUNION ALL\n".join(typed))
     bad = con.execute(f"SELECT DISTINCT rule_id, role FROM rule_hits WHERE role NOT IN {ROLES}").fetchall()
@@ -301,6 +304,10 @@ def run_rules(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
         raise BadInput(bad[0][0], "role", f"unknown role {bad[0][1]!r}")
     for name in RANKING_SCRIPTS:
         _run_script(con, builtin_rules_dir() / name)
+
+
+# Stands in for the rules when none is needed: rule_hits still gets its columns.
+_NO_RULE = Rule("none", Path(), "SELECT " + ", ".join(f"NULL AS {c}" for c in HIT_COLUMNS) + " LIMIT 0", {})
 
 
 def _run_script(con: duckdb.DuckDBPyConnection, path: Path) -> None:
