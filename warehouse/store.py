@@ -1,6 +1,7 @@
 """The DuckDB warehouse: schema, idempotent loads by attempt, read-only queries that wait out a short write lock."""
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Sequence
@@ -29,16 +30,34 @@ def connect_writer(path: str, wait_s: float = WRITER_WAIT_S) -> duckdb.DuckDBPyC
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     con = _connect_waiting(path, read_only=False, wait_s=wait_s)
     try:
-        # one transaction: a process killed while creating the schema leaves all of it or none of it, never a
-        # warehouse without some of its tables
-        con.execute("BEGIN TRANSACTION")
-        con.execute(schema_sql())
-        _add_struct_fields(con)
-        con.execute("COMMIT")
+        version = schema_version()
+        if _marked_version(con) != version:  # a new file, or one an older firstfault wrote
+            # one transaction: a process killed while creating the schema leaves all of it or none of it, never a
+            # warehouse without some of its tables
+            con.execute("BEGIN TRANSACTION")
+            con.execute(schema_sql())
+            _add_struct_fields(con)
+            con.execute("INSERT OR REPLACE INTO xid_catalog BY NAME SELECT * REPLACE (CAST(code AS BIGINT) AS code) "
+                        f"FROM read_csv('{xid_catalog_path().as_posix()}', header = true, all_varchar = true)")
+            con.execute(f"COMMENT ON TABLE runs IS '{version}'")
+            con.execute("COMMIT")
     except BaseException:
         con.close()
         raise
     return con
+
+
+def schema_version() -> str:
+    """What the schema, the struct fields added since and the shipped Xid catalogue make; a warehouse marked with it
+    (a comment on `runs`) needs none of them applied again."""
+    digest = hashlib.sha256(schema_sql().encode() + repr(_ADDED_FIELDS).encode() + xid_catalog_path().read_bytes())
+    return f"firstfault schema {digest.hexdigest()[:16]}"
+
+
+def _marked_version(con: duckdb.DuckDBPyConnection) -> str | None:
+    rows = con.execute("SELECT comment FROM duckdb_tables() WHERE database_name = current_database() "
+                       "AND schema_name = 'main' AND table_name = 'runs'").fetchall()
+    return rows[0][0] if rows else None
 
 
 # fields added to the struct lists of `attributions` since warehouses were first written: (column, field, type)
@@ -81,8 +100,6 @@ def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Sour
                 if replaced:
                     con.execute(f"DELETE FROM {name} WHERE attempt_id IN (SELECT attempt_id FROM loaded_attempts)")
                 con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM {_relation(con, part[name], 'incoming')}")
-        con.execute("INSERT OR REPLACE INTO xid_catalog BY NAME SELECT * REPLACE (CAST(code AS BIGINT) AS code) "
-                    f"FROM read_csv('{xid_catalog_path().as_posix()}', header = true, all_varchar = true)")
         columns = [c for c in RUN_COLUMNS if c in run]
         con.execute(f"INSERT OR REPLACE INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
                     [run[c] for c in columns])
