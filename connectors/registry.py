@@ -10,19 +10,26 @@ config does not enable it. Its settings live in firstfault.toml under `[plugins.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from importlib import import_module
 from importlib.metadata import entry_points
 
 from firstfault.config import Config
-from firstfault.connectors import k8s_logs, k8s_status, kueue, loki, prometheus, slurm
 from firstfault.connectors.base import SchedulerConnector, SourceConnector, save_context
 from firstfault.errors import BadInput
 from firstfault.lake import Lake
 
 SOURCE_GROUP = "firstfault.sources"
 SCHEDULER_GROUP = "firstfault.schedulers"
-# Built-ins are found the same way as plug-ins: a module with `from_config(config)`.
-BUILTIN_SOURCES = (loki, k8s_logs, prometheus, k8s_status)
-BUILTIN_SCHEDULERS = (kueue, slurm)
+# Built-ins are found the same way as plug-ins: a module with `from_config(config)`. A module is imported only when
+# its config section is set (the HTTP clients cost a short command's start-up otherwise); its from_config decides.
+BUILTIN_SOURCES: dict[str, Callable[[Config], object]] = {
+    "loki": lambda c: c.loki.url, "k8s_logs": lambda c: c.kubernetes.url, "prometheus": lambda c: c.prometheus.url,
+    "k8s_status": lambda c: True,
+}
+BUILTIN_SCHEDULERS: dict[str, Callable[[Config], object]] = {
+    "kueue": lambda c: c.kueue.documents or c.kubernetes.url, "slurm": lambda c: c.slurm.enabled,
+}
 
 
 def source_connectors(config: Config) -> list[SourceConnector]:
@@ -33,8 +40,9 @@ def scheduler_connectors(config: Config) -> dict[str, SchedulerConnector]:
     return {c.name: c for c in _connectors(config, BUILTIN_SCHEDULERS, SCHEDULER_GROUP, SchedulerConnector)}
 
 
-def _connectors(config: Config, builtins: tuple, group: str, kind: type) -> list:
-    factories = [(m.__name__, m.from_config) for m in builtins]
+def _connectors(config: Config, builtins: dict[str, Callable[[Config], object]], group: str, kind: type) -> list:
+    modules = [import_module(f"firstfault.connectors.{name}") for name, configured in builtins.items() if configured(config)]
+    factories = [(m.__name__, m.from_config) for m in modules]
     for ep in sorted(entry_points(group=group), key=lambda e: e.name):
         try:
             factories.append((f"{group}:{ep.name}", ep.load()))

@@ -15,6 +15,10 @@ import time
 from firstfault import progress
 from firstfault.errors import BadInput
 
+# numpy (which pyarrow loads) starts one OpenBLAS thread per core on import; firstfault does no linear algebra, and
+# those threads cost a short command about 40 ms of CPU. Set before anything loads numpy; child processes inherit it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 
 class Terminated(BaseException):
     """SIGTERM raised like KeyboardInterrupt for SIGINT: not an Exception, so no `except Exception` swallows it,
