@@ -56,7 +56,9 @@ from firstfault.connectors.static_context import (
 )
 from firstfault.connectors.urls import follow_no_redirects
 from firstfault.errors import BadInput
-from firstfault.run import load_rule_set, run_attempts
+from firstfault.lake import Lake
+from firstfault.rules_sql.prepared import WarmRulePass
+from firstfault.run import lake_filesystem, load_rule_set, run_attempts
 from firstfault.warehouse.read import stored_verdicts
 
 REQUEST = "request body"
@@ -130,6 +132,9 @@ class Attributor:
         self.config = config
         self._attribution = threading.Lock()
         self._rules = load_rule_set(config)
+        # the rule pass's connection and reference tables, made once (a request's own tables are dropped after it)
+        self._rule_pass = WarmRulePass(config.attribution, self._rules.version,
+                                       lake_filesystem(Lake(config.lake.root, config.lake.storage_options())))
         self._warehouse = ReadWriteLock()
 
     def attribute(self, body: Any, deadline: float) -> dict | list[dict]:
@@ -149,7 +154,8 @@ class Attributor:
                 for ctx in contexts:
                     check_counts(ctx, limits, REQUEST)
             # attribution reads the history read-only: GETs go on until the write
-            run_attempts(contexts, self.config, flow="api", rules=self._rules, write_lock=self._warehouse.writing())
+            run_attempts(contexts, self.config, flow="api", rules=self._rules, write_lock=self._warehouse.writing(),
+                         warm=self._rule_pass)
         finally:
             self._attribution.release()
         verdicts = self.verdicts([c.attempt_id for c in contexts])

@@ -22,13 +22,8 @@ from firstfault.connectors.static_context import AttemptContext
 from firstfault.errors import BadInput
 from firstfault.lake import Lake
 from firstfault.landing import LandingResult, land_attempt, land_attempts
-from firstfault.rules_sql.engine import (
-    Rule,
-    load_rules,
-    register_reference,
-    rules_version,
-    run_rules,
-)
+from firstfault.rules_sql.engine import Rule, load_rules, rules_version, run_rules
+from firstfault.rules_sql.prepared import WarmRulePass, fresh_rule_pass
 from firstfault.schema import HISTORY_COLUMNS
 from firstfault.stages import stage
 from firstfault.workers import process_pool
@@ -117,19 +112,17 @@ def _landing_workers(attempts: int, total_bytes: int, settings) -> int:
 
 
 def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet | None = None,
-              history: Sequence[dict] | None = None, fingerprints: dict[str, str | None] | None = None) -> AttributionTables:
+              history: Sequence[dict] | None = None, fingerprints: dict[str, str | None] | None = None,
+              warm: WarmRulePass | None = None) -> AttributionTables:
     """Run every rule of `rules` (default: the config's, loaded now) over the landed events of all `contexts` in one
-    DuckDB pass. `history` (rows of HISTORY_COLUMNS) replaces the warehouse as the record of earlier
-    attempts when given (fixtures); otherwise the warehouse is read when it exists."""
+    DuckDB pass, on `warm`'s connection when given (made from the same config and rules). `history` (rows of
+    HISTORY_COLUMNS) replaces the warehouse as the record of earlier attempts when given (fixtures); otherwise the
+    warehouse is read when it exists."""
     lake = Lake(config.lake.root, config.lake.storage_options())
     rules = rules or load_rule_set(config)
     version = rules.version
-    con = duckdb.connect()
-    try:
-        if not lake.is_local:
-            con.register_filesystem(lake.fs)
+    with warm.connection() if warm else fresh_rule_pass(config.attribution, version, lake_filesystem(lake)) as con:
         _register_lake(con, lake, contexts)
-        register_reference(con, config.attribution, version)
         register_history(con, config, history)
         run_rules(con, rules.rules)
         tables = {
@@ -153,8 +146,6 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet
             "connector_reports": con.sql("SELECT * FROM reports ORDER BY attempt_id, connector, source, uri").to_arrow_table(),
             "rule_hits": con.sql("SELECT * FROM rule_hits ORDER BY attempt_id, rule_id, event_id, role").to_arrow_table(),
         }
-    finally:
-        con.close()
     # input_fingerprint (connectors/fingerprint.py): `fingerprints` by attempt_id when the caller has them (nightly)
     by_id = {c.attempt_id: c for c in contexts}
     known = fingerprints or {}
@@ -162,6 +153,11 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet
               for i in tables["attributions"].column("attempt_id").to_pylist()]
     tables["attributions"] = tables["attributions"].append_column("input_fingerprint", pa.array(values, pa.string()))
     return AttributionTables(tables, version)
+
+
+def lake_filesystem(lake: Lake):
+    """What a DuckDB connection must register to read the lake: its fsspec filesystem unless local."""
+    return None if lake.is_local else lake.fs
 
 
 def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Sequence[dict] | None = None) -> None:
@@ -210,13 +206,13 @@ def store(config: Config, result: AttributionTables, flow: str, started_at: date
 
 
 def run_attempts(contexts: Sequence[AttemptContext], config: Config, *, flow: str, rules: RuleSet | None = None,
-                 write_lock: AbstractContextManager = nullcontext()) -> AttributionTables:
+                 write_lock: AbstractContextManager = nullcontext(), warm: WarmRulePass | None = None) -> AttributionTables:
     """The run path of an on-demand run (CLI, API, the attempt flow, the simulator): land, attribute, store.
     `write_lock` is held around the warehouse write only (the API lets readers go on while it attributes)."""
     started_at = datetime.now(timezone.utc)
     land(contexts, config)
     with stage("rules"):
-        result = attribute(contexts, config, rules)
+        result = attribute(contexts, config, rules, warm=warm)
     with write_lock, stage("load"):
         store(config, result, flow, started_at, len(contexts))
     return result
