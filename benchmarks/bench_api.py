@@ -57,7 +57,7 @@ def start_server(root: Path, attempt_dir: Path) -> tuple[subprocess.Popen, str]:
     env.pop("PREFECT_API_URL", None)
     server = subprocess.Popen([sys.executable, "-m", "firstfault.cli", "api", "--config", str(config), "--port", str(port),
                                "--lake", str(root / "lake"), "--warehouse", str(root / "w.duckdb")],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=root)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while call(url, "/healthz")[0] != 200:
