@@ -44,3 +44,7 @@ def test_sizing_changes_only_the_attempts_and_the_padding(bench_fleet):
 
 def test_attempt_benchmark_imports(monkeypatch):
     assert callable(import_benchmark("bench_attempt", monkeypatch).main)
+
+
+def test_api_benchmark_imports(monkeypatch):
+    assert callable(import_benchmark("bench_api", monkeypatch).main)
