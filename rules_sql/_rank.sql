@@ -38,11 +38,12 @@ LEFT JOIN node_skew k ON k.attempt_id = h.attempt_id AND k.node = e.node
 WHERE h.role = 'root';
 
 -- Every (effect hit, chain, cause) inside the chain's scope and window. A cause is a root hit of the cause's class, or,
--- for a cause given by event kind alone, any event of that kind whatever role its rules gave it. Times are compared
--- when both sides have one; an effect without a stamp of its own counts as after a stamped cause when the chain says
--- so (`after_stamped`: a line that only reports a lost peer); lines of one file are in file order; else the chain's
--- `unstamped` policy decides (`any`: untimed counts as inside). A recovery (`relation: recovered`) counts only when
--- training progressed after it.
+-- for a cause given by event kind alone, any event of that kind whatever role its rules gave it (`went_silent`: the
+-- node that went silent first while its peers' errors name it, silent_first_node, dated when it went silent). Times
+-- are compared when both sides have one; an effect without a stamp of its own counts as after a stamped cause when the
+-- chain says so (`after_stamped`: a line that only reports a lost peer); lines of one file are in file order; else the
+-- chain's `unstamped` policy decides (`any`: untimed counts as inside). A recovery (`relation: recovered`) counts only
+-- when training progressed after it.
 CREATE OR REPLACE TEMP TABLE chain_links AS
 WITH effects AS (
     SELECT c.id AS chain_id, c.scope, c.before_s, c.after_s, c.unstamped, c.relation, f.*
@@ -63,6 +64,12 @@ causes AS (
     JOIN causal_chains c ON c.cause_domain IS NULL
      AND chain_side_matches(NULL, NULL, c.cause_kind, c.cause_codes, c.cause_texts, NULL, NULL, e.kind, e.code, e.code_text)
     LEFT JOIN node_skew k ON k.attempt_id = e.attempt_id AND k.node = e.node
+    UNION ALL
+    SELECT c.id, s.attempt_id, NULL, 'went_silent', s.node, NULL, NULL, NULL, consensus_ts(s.last_ts, k.offset_s),
+           s.last_ts IS NOT NULL, NULL, NULL
+    FROM silent_first_node s
+    JOIN causal_chains c ON c.cause_domain IS NULL AND c.cause_kind = 'went_silent'
+    LEFT JOIN node_skew k ON k.attempt_id = s.attempt_id AND k.node = s.node
 ),
 linked AS (
     SELECT x.attempt_id, x.rule_id, x.event_id, x.domain, x.subdomain, x.culprit_node, x.chain_id, x.relation,
@@ -76,6 +83,7 @@ linked AS (
               WHEN 'rank' THEN c.rank = x.rank AND (c.node IS NULL OR x.node IS NULL OR c.node = x.node)
               WHEN 'device' THEN c.node = x.node AND c.device = x.device
               WHEN 'peer_address' THEN c.node = x.peer_node
+              WHEN 'reporter' THEN c.node = x.peer_node AND x.node IS DISTINCT FROM c.node
           END
       AND CASE
               WHEN x.unstamped = 'after_stamped' AND c.own_stamp AND NOT x.own_stamp THEN true

@@ -15,7 +15,7 @@ from firstfault.errors import BadInput
 from firstfault.schema import CAUSAL_CHAINS_SCHEMA, SILENT_NODE_CLASSES_SCHEMA
 
 CHAINS_FILE = "chains.yaml"
-SCOPES = ("gpu", "node", "rank", "device", "peer_address", "job")
+SCOPES = ("gpu", "node", "rank", "device", "peer_address", "reporter", "job")
 UNSTAMPED = ("order", "after_stamped", "any")
 RELATIONS = ("symptom", "recovered")
 ROW_KEYS = {"id", "cause", "effect", "scope", "window", "unstamped", "relation", "source", "why", "fixture"}

@@ -61,6 +61,8 @@ RECOVERY_CASES = {
     "link_up.recovers.link_down": ("linux.mlx5.link_down", "linux.mlx5.link_up"),
     "port_active.recovers.port_error": ("linux.mlx5.cable_unplugged", "linux.mlx5.cable_plugged", "linux.mlx5.link_up"),
 }
+# chain whose cause is a node gone silent -> the effect entry its peer prints, naming it (a single edge)
+SILENT_CASES = {"went_silent.explains.reporting_peer": "nccl.net_ib.completion_error"}
 RECOVERY_STAMPS = ("01:00:03", "01:00:05", "01:00:09")  # seconds apart, 40 minutes before the peers time out
 PROGRESS = "megatron.training.iteration"  # its rendered lines: training progressing after the recovery, on every node
 SYSLOG_PREFIX = "Nov 29 {time} {node} kernel: "
@@ -79,7 +81,8 @@ def rendered_cases(messages: list[Message]) -> dict[str, dict]:
     for (m, x), window in zip(picks, windows):
         doc = docs.setdefault(m.file, {"rule": f"rendered_{Path(m.file).stem}", "cases": []})
         doc["cases"].append(_case(m, x, window, symptom))
-    docs[CHAINS_FILE] = {"rule": "rendered_chains", "cases": _chain_cases(messages, symptom) + _recovery_cases(messages, symptom)}
+    docs[CHAINS_FILE] = {"rule": "rendered_chains", "cases": _chain_cases(messages, symptom) + _silent_cases(messages, symptom)
+                                                            + _recovery_cases(messages, symptom)}
     return docs
 
 
@@ -111,6 +114,31 @@ def _chain_cases(messages: list[Message], symptom: Example) -> list[dict]:
         cases.append({"name": f"{chain}.rendered", "kind": "positive", "chains": [chain], "catalogue": [cause_id, effect_id],
                       "context": {"nodes": list(NODES), "state": "FAILED", **context, **span}, "logs": logs,
                       "expect": {"verdict": "attributed", "domain": domain, "subdomain": subdomain, "culprit_nodes": culprits}})
+    return cases
+
+
+def _silent_cases(messages: list[Message], symptom: Example) -> list[dict]:
+    """Per chain of SILENT_CASES: node-02 logs its first iteration line and then nothing, node-01 trains on and then
+    prints the effect naming node-02 by its address, node-03 trains on and waits: the edge's end that went silent first
+    is expected, with the class the effect's rule gives it."""
+    by_id = {m.id: m for m in messages}
+    rows = {row["id"]: row for row in load_chains()[0]}
+    progress = by_id[PROGRESS]
+    progress_lines = [line for x in progress.examples if x.url is None for line in x.lines]
+    cases = []
+    for chain, effect_id in SILENT_CASES.items():
+        row, effect = rows[chain], by_id[effect_id]
+        reporter, waiting = WAITING_NODES
+        effect_x = first_rendered(effect)
+        reported = [re.sub(rf"\b{LINE_NODE}\b", reporter, line) for line in effect_x.lines]
+        logs = {f"applog/{LINE_NODE}": progress_lines[:1], f"applog/{reporter}": progress_lines + reported,
+                f"applog/{waiting}": progress_lines + list(symptom.lines)}
+        windows = [w for w in example_windows([(progress, 0, x) for x in progress.examples if x.url is None]) if w]
+        cases.append({"name": f"{chain}.rendered", "kind": "positive", "chains": [chain], "catalogue": [PROGRESS, effect_id],
+                      "context": {"nodes": list(NODES), "state": "FAILED", "addresses": {LINE_NODE: _peer_address(effect, effect_x)},
+                                  "start": min(w["start"] for w in windows), "end": max(w["end"] for w in windows)},
+                      "logs": logs, "expect": {"verdict": "attributed", "domain": row["effect_domain"],
+                                               "subdomain": row["effect_subdomain"], "culprit_nodes": [LINE_NODE]}})
     return cases
 
 
