@@ -2,8 +2,8 @@
 catalogue renders (regenerate it after a catalogue change), it scores 100 % with no confident-wrong verdict beside the
 real-line corpus, and the two folders together cover every family (catalogue file) of the catalogue (the rendered
 cases by the entries they are built from, the corpus by the catalogue's real lines it quotes) and every causal chain
-(a chain covered: it made one of an attempt's root hits a symptom of its cause; a rendered chain case names its chain
-in `chains:`)."""
+(a chain covered: it made one of an attempt's root hits a symptom of its cause, or a near miss its cause recovered; a
+rendered chain case names its chain in `chains:`)."""
 from __future__ import annotations
 
 import contextlib
@@ -73,7 +73,7 @@ def test_every_rendered_line_is_a_rendered_catalogue_example():
 
 # ---------------------------------------------------------------------------------------------- causal chains
 CHAIN_ROWS, _ = load_chains()
-LINKED = re.compile(r": chain ([\w.]+)\]")  # how the ranking marks a root hit a chain made its cause's symptom
+LINKED = re.compile(r": chain ([\w.]+)\]")  # how the ranking marks a root hit a chain made its cause's symptom (or recovered)
 
 
 def chains_linked(folder: Path) -> dict[str, set[str]]:
