@@ -45,20 +45,24 @@ def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str
                     fast: bool) -> pl.LazyFrame:
     # a pdsh host prefix is taken only when it names a node of these attempts (decorations._launcher_label)
     hosts = sorted({alias for i in positions for alias in host_aliases(ctxs[i].nodes)})
-    lf = _stripped(lines, fast, hosts)
+    stripped = _stripped(lines, fast, hosts).collect()
+    # the stamp forms and prefixes no line has are not parsed: a batch of one format has few of them
+    present = {c for c in stripped.columns if stripped.get_column(c).null_count() < stripped.height}
+    lf = stripped.lazy()
     if len(positions) == 1:  # one attempt: its facts are literals, cheaper than per-line lookups
         ctx = ctxs[positions[0]]
-        lf = parse_timestamps(lf, tz=tz, window_start=ctx.start, window_end=ctx.end or ctx.start)
+        lf = parse_timestamps(lf, tz=tz, window_start=ctx.start, window_end=ctx.end or ctx.start, present=present)
         rosters, attempt = [_roster(ctx)], pl.lit(0, pl.Int64)
     else:
         def per_attempt(values: dict[int, datetime]) -> pl.Expr:
             return pl.col("_attempt").replace_strict(values, default=None, return_dtype=pl.Datetime("us"))
 
         lf = parse_timestamps(lf, tz=tz, window_start=per_attempt({i: local_window(ctxs[i].start, tz) for i in positions}),
-                              window_end=per_attempt({i: local_window(ctxs[i].end or ctxs[i].start, tz) for i in positions}))
+                              window_end=per_attempt({i: local_window(ctxs[i].end or ctxs[i].start, tz) for i in positions}),
+                              present=present)
         rosters, attempt = [_roster(c) for c in ctxs], pl.col("_attempt")
     lf = place_attempt_lines(lf, rosters, attempt, file_node=pl.col("_file_node"), file_rank=pl.col("_file_rank"),
-                             label_mode=pl.col("_label"))
+                             label_mode=pl.col("_label"), present=present)
     return lf.drop("_file_node", "_file_rank", "_label")
 
 

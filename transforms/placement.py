@@ -1,7 +1,7 @@
 """Give every line its node and rank, from the file, its prefixes and the attempt's rank map."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -65,6 +65,7 @@ def place_attempt_lines(
     file_node: str | None | pl.Expr,
     file_rank: int | None | pl.Expr,
     label_mode: str | pl.Expr,
+    present: Collection[str] | None = None,
 ) -> pl.LazyFrame:
     """Add `node`, `rank`, `local_rank` from srun labels, pdsh hosts, MPI/torchrun tags, `[rankN]:` and NCCL
     prefixes, the file and the rank map.
@@ -75,7 +76,8 @@ def place_attempt_lines(
     Precedence for the rank: `[rankN]:` > MPI tag > srun label (when labels are ranks) > the local rank (torchrun
     tag, else NCCL `[dev]`) on its node > file name. Node: the file's node > pdsh host (only one of the attempt's
     nodes) > NCCL host > srun label (when labels are node indexes) > the rank's node > syslog host. A local rank
-    alone never names a node.
+    alone never names a node. `present`: the prefix columns that hold a value on some line (None: any may); the
+    lookups of the others are left out.
     """
     # Lookups are keyed by attempt: `i#name` and i * _SPAN + number. With one attempt the keys are the plain values
     # (cheaper: no key string per line).
@@ -137,26 +139,37 @@ def place_attempt_lines(
     mode = label_mode if isinstance(label_mode, pl.Expr) else pl.lit(label_mode, pl.String)
     file_rank = file_rank if isinstance(file_rank, pl.Expr) else pl.lit(file_rank, pl.Int32)
     file_node = file_node if isinstance(file_node, pl.Expr) else pl.lit(file_node, pl.String)
+
+    def given(column: str) -> bool:
+        return present is None or column in present
+
+    label = given("srun_label")
     label_rank = pl.when(mode == "rank").then(pl.col("srun_label"))
     label_node = pl.when(mode == "node").then(
         keyed(pl.col("srun_label")).replace_strict(label_node_of, default=None, return_dtype=pl.String)
     )
-    direct_rank = pl.coalesce(pl.col("rank_prefix"), label_rank, file_rank).cast(pl.Int32)
+    direct_rank = _coalesce([pl.col("rank_prefix")] * given("rank_prefix") + [label_rank] * label + [file_rank], pl.Int32)
     lf = lf.with_columns(_rank_direct=direct_rank).with_columns(
-        node=pl.coalesce(
-            file_node.cast(pl.String),
+        node=_coalesce(
+            [file_node.cast(pl.String)]
             # decorations take a pdsh host only when it names a node of some attempt of the pass; it must name one
             # of this line's attempt
-            host(pl.col("launcher_host"), keep_unknown=False),
-            host(pl.col("nccl_host")),
-            label_node,
-            node_of_rank(pl.col("_rank_direct")),
-            host(pl.col("syslog_host")),
+            + [host(pl.col("launcher_host"), keep_unknown=False)] * given("launcher_host")
+            + [host(pl.col("nccl_host"))] * given("nccl_host")
+            + [label_node] * label
+            + [node_of_rank(pl.col("_rank_direct"))]
+            + [host(pl.col("syslog_host"))] * given("syslog_host"),
+            pl.String,
         )
     )
     # torchrun's tag is the local rank itself; NCCL's `[dev]` is the CUDA device, the local rank as launchers set it
-    device = pl.coalesce(pl.col("local_rank_prefix"), pl.col("nccl_dev"))
+    device = _coalesce([pl.col(c) for c in ("local_rank_prefix", "nccl_dev") if given(c)], pl.Int32)
+    by_device = given("local_rank_prefix") or given("nccl_dev")
     return lf.with_columns(
-        rank=pl.coalesce(pl.col("_rank_direct"), rank_of_device(pl.col("node"), device)),
-        local_rank=pl.coalesce(local_of_rank(pl.col("_rank_direct")), device).cast(pl.Int32),
+        rank=_coalesce([pl.col("_rank_direct")] + [rank_of_device(pl.col("node"), device)] * by_device, pl.Int32),
+        local_rank=_coalesce([local_of_rank(pl.col("_rank_direct"))] + [device] * by_device, pl.Int32),
     ).drop("_rank_direct")
+
+
+def _coalesce(terms: list[pl.Expr], dtype: pl.DataType) -> pl.Expr:
+    return pl.coalesce(terms).cast(dtype) if terms else pl.lit(None, dtype)

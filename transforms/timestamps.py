@@ -9,6 +9,7 @@ small ``FileClock`` per file is carried from one batch to the next.
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -65,16 +66,17 @@ _INTERNAL_COLUMNS = (
 )  # fmt: skip
 
 
-def _winning_form() -> pl.Expr:
-    return pl.coalesce(pl.when(pl.col(f.time).is_not_null()).then(pl.lit(i, pl.Int8)) for i, f in enumerate(_FORMS))
+def _winning_form(forms: list[tuple[int, _Form]]) -> pl.Expr:
+    if not forms:
+        return pl.lit(None, pl.Int8)
+    return pl.coalesce(pl.when(pl.col(f.time).is_not_null()).then(pl.lit(i, pl.Int8)) for i, f in forms)
 
 
-def _part_of_winner(part: str) -> pl.Expr:
+def _part_of_winner(part: str, forms: list[tuple[int, _Form]]) -> pl.Expr:
     """The text of ``part`` in the winning form (null when that form has no such part)."""
     form = pl.col("_form")
-    return pl.coalesce(
-        pl.when(form == i).then(pl.col(getattr(f, part))) for i, f in enumerate(_FORMS) if getattr(f, part)
-    )
+    having = [pl.when(form == i).then(pl.col(getattr(f, part))) for i, f in forms if getattr(f, part)]
+    return pl.coalesce(having) if having else pl.lit(None, pl.String)
 
 
 def _to_int(expr: pl.Expr) -> pl.Expr:
@@ -163,13 +165,19 @@ def local_window(t: datetime, tz: str) -> datetime:
     return aware.astimezone(ZoneInfo(tz)).replace(tzinfo=None)
 
 
-def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.Expr, window_end: datetime | pl.Expr) -> pl.LazyFrame:
+def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.Expr, window_end: datetime | pl.Expr,
+                     present: Collection[str] | None = None) -> pl.LazyFrame:
     """Add ``ts`` (UTC, naive µs), ``ts_quality``, ``mono_s`` and ``chain_s`` (dmesg -H: 0 on a minute stamp, the
     seconds since the previous message on a "+seconds" line; ``anchor_file_clock`` chains them); drop the stamp
     parts of ``strip_decorations``.
 
     The attempt window (for year-less stamps) is two datetimes, or, when the lines of several attempts are parsed
-    in one frame, two expressions giving each line's window as wall time in ``tz`` (``local_window``)."""
+    in one frame, two expressions giving each line's window as wall time in ``tz`` (``local_window``).
+
+    `present`: the stamp columns that hold a value on some line (None: any may); the forms of the others are not
+    computed (a batch of one format has one or two of the nine)."""
+    forms = [(i, f) for i, f in enumerate(_FORMS) if present is None or f.time in present]
+    year_less = any(f.date is None and f.year is None for _, f in forms)
     window: dict[str, pl.Expr] = {}
     if isinstance(window_start, pl.Expr):  # materialised once: every candidate year reads them
         window = {"_win_start": window_start.dt.epoch("us"), "_win_end": window_end.dt.epoch("us"),
@@ -193,8 +201,8 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
     # Stages materialise values used several times: polars would compute a repeated expression again.
     return (
         lf.with_columns(_hm_time=pl.col("_hm_time") + ":00", **window)  # minute resolution
-        .with_columns(_form=_winning_form())
-        .with_columns(**{f"_w_{part}": _part_of_winner(part) for part in _PARTS})
+        .with_columns(_form=_winning_form(forms))
+        .with_columns(**{f"_w_{part}": _part_of_winner(part, forms) for part in _PARTS})
         .with_columns(**_numbers())
         .with_columns(
             _days_before_month=month.replace_strict(_DAYS_BEFORE_MONTH, default=None, return_dtype=pl.Int64),
@@ -202,12 +210,12 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
         )
         .with_columns(
             _dated=_wall_us(pl.col("_year")),
-            **{f"_candidate_{i}": _wall_us(y) for i, y in enumerate((year, year - 1, year + 1))},
+            **{f"_candidate_{i}": _wall_us(y) for i, y in enumerate((year, year - 1, year + 1)) if year_less},
         )
         .with_columns(
-            _wall=pl.when(pl.col("_year").is_not_null())
-            .then(pl.col("_dated"))
-            .otherwise(_nearest_to_window(start_us, end_us))
+            # without a year-less form, a line without a year has no form, hence no wall time
+            _wall=(pl.when(pl.col("_year").is_not_null()).then(pl.col("_dated"))
+                   .otherwise(_nearest_to_window(start_us, end_us)) if year_less else pl.col("_dated"))
             - pl.col("_offset_us").fill_null(0),
             mono_s=mono_s,
             chain_s=chain_s,
@@ -220,7 +228,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
             .then(pl.lit("monotonic"))
             .otherwise(pl.lit("none")),
         )
-        .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS, *window)
+        .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS, *window, strict=False)
     )
 
 
