@@ -22,6 +22,8 @@ from functools import cache
 import polars as pl
 
 from firstfault.transforms.decorations import _DATE, _DOW, _HMS, _MON, strip_decorations
+from firstfault.transforms.fixed_positions import read_srun_stamped
+from firstfault.transforms.timestamps import READ_LOCAL_US
 
 _WORD = r"[\w.()\[\]-]*:?(?: |$)"  # a first word that cannot start an NCCL prefix
 # What is left after the layers a shape reads, such that no later layer can match it (module docstring): its first
@@ -129,12 +131,14 @@ def _dmesg_t(lf: pl.LazyFrame) -> pl.LazyFrame:
 class _Shape:
     fits: str  # anchored at the line's start, no captures
     steps: tuple[Callable[[pl.LazyFrame], pl.LazyFrame], ...]  # add the decoration columns, `msg` last
+    # reads the fitting lines it can with numpy (fixed_positions.py): their columns, and which lines it read
+    read: Callable[[pl.DataFrame], tuple[pl.DataFrame, pl.Series]] | None = None
 
 
 FORMATS: dict[str, tuple[_Shape, ...]] = {
     # srun --label application log: Megatron/Python stamps, torchrun glog lines, NCCL debug lines
     "srun": (
-        _Shape(rf"{_LABEL}{_PY_STAMP}{_PLAIN}", (_srun_label, _cut_py_stamp)),
+        _Shape(rf"{_LABEL}{_PY_STAMP}{_PLAIN}", (_srun_label, _cut_py_stamp), read_srun_stamped),
         _Shape(rf"{_LABEL}{_PY_STAMP}{_NCCL}", (_srun_label, _cut_py_stamp, _nccl_prefix)),
         _Shape(rf"{_LABEL}{_RANK_GLOG}{_PLAIN_AFTER_GLOG}", (_srun_label, _cut_rank_glog)),
         _Shape(rf"{_LABEL}{_NCCL}", (_srun_label, _body_msg, _nccl_prefix)),
@@ -180,7 +184,12 @@ def read_fixed_formats(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
         for shape in FORMATS[name]:
             fits = part.select(_fits(shape)).to_series()
             if fits.any():
-                lf = part.filter(fits).select("_row", "raw").lazy()
+                fitting = part.filter(fits).select("_row", "raw")
+                if shape.read is not None:
+                    positioned, taken = shape.read(fitting)
+                    read.append(positioned)
+                    fitting = fitting.filter(~taken)
+                lf = fitting.lazy()
                 for step in shape.steps:
                     lf = step(lf)
                 found = [c for c in lf.collect_schema() if c in types]
@@ -201,7 +210,8 @@ def strip_by_format(lines: pl.DataFrame, hosts: Sequence[str] = ()) -> pl.DataFr
     parts = [read]
     if rest.height:
         general = strip_decorations(rest.lazy(), hosts).collect()
-        parts.append(general.select("_row", *(c for c in types if general.get_column(c).null_count() < general.height)))
+        parts.append(general.select("_row", *(c for c in general.columns if c in types
+                                              and general.get_column(c).null_count() < general.height)))
     found = pl.concat(parts, how="diagonal").sort("_row").drop("_row")
     return lines.drop("_row", "_format").hstack(found).select(
         pl.all().exclude(*types),
@@ -211,6 +221,6 @@ def strip_by_format(lines: pl.DataFrame, hosts: Sequence[str] = ()) -> pl.DataFr
 
 @cache
 def _decoration_types() -> dict[str, pl.DataType]:
-    """The columns ``strip_decorations`` adds, in its order, with their types."""
+    """The columns ``strip_decorations`` adds, in its order, with their types, and the stamp read at fixed positions."""
     schema = strip_decorations(pl.LazyFrame(schema={"raw": pl.String})).collect_schema()
-    return {c: t for c, t in schema.items() if c != "raw"}
+    return {**{c: t for c, t in schema.items() if c != "raw"}, READ_LOCAL_US: pl.Int64}

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import polars as pl
 
 from firstfault.transforms.decorations import STAMP_COLUMNS
@@ -58,6 +59,8 @@ _FORMS = (
     _Form("year_inferred", "_hm_time", month_name="_hm_mon", day="_hm_day"),  # dmesg -H minute stamp
 )
 _MINUTE_STAMP = len(_FORMS) - 1
+READ_LOCAL_US = "_local_us"
+_READ_FORM = 1  # a stamp read at fixed positions has the Python form's parts and quality
 _PARTS = ("time", "date", "year", "month_name", "day", "month_day", "frac", "offset")
 _INTERNAL_COLUMNS = (
     "_form", *(f"_w_{part}" for part in _PARTS),
@@ -126,6 +129,19 @@ def _wall_us(year: int | pl.Expr) -> pl.Expr:
     return pl.when(exists).then(days * _US_PER_DAY + pl.col("_time_us"))
 
 
+_DAYS_IN_MONTH_AT = np.array([0, *_DAYS_IN_MONTH.values()], dtype=np.int64)  # indexed by month 1-12
+_DAYS_BEFORE_MONTH_AT = np.array([0, *_DAYS_BEFORE_MONTH.values()], dtype=np.int64)
+
+
+def local_wall_us(year: np.ndarray, month: np.ndarray, day: np.ndarray, time_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """µs since the epoch of dates and times read as numbers (``_wall_us`` for numpy arrays; month 1-12), and
+    whether each date exists."""
+    leap = _is_leap(year)
+    exists = (day >= 1) & (day <= _DAYS_IN_MONTH_AT[month] + (leap & (month == 2)))
+    days = _days_before_year(year) + _DAYS_BEFORE_MONTH_AT[month] + (leap & (month > 2)) + day - 1
+    return days * _US_PER_DAY + time_us, exists
+
+
 def _nearest_to_window(start_us: int | pl.Expr, end_us: int | pl.Expr) -> pl.Expr:
     """The candidate year that puts a year-less stamp nearest the window (0 inside it); ties keep the window's year."""
     same, previous, following = (pl.col(f"_candidate_{i}") for i in range(3))
@@ -178,6 +194,9 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
     computed (a batch of one format has one or two of the nine)."""
     forms = [(i, f) for i, f in enumerate(_FORMS) if present is None or f.time in present]
     year_less = any(f.date is None and f.year is None for _, f in forms)
+    # `_local_us`: the local wall time of a "YYYY-MM-DD HH:MM:SS" stamp read at fixed positions (fixed_positions.py)
+    read = present is not None and READ_LOCAL_US in present
+    read_form = [pl.when(pl.col(READ_LOCAL_US).is_not_null()).then(pl.lit(_READ_FORM, pl.Int8))] if read else []
     window: dict[str, pl.Expr] = {}
     if isinstance(window_start, pl.Expr):  # materialised once: every candidate year reads them
         window = {"_win_start": window_start.dt.epoch("us"), "_win_end": window_end.dt.epoch("us"),
@@ -201,7 +220,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
     # Stages materialise values used several times: polars would compute a repeated expression again.
     return (
         lf.with_columns(_hm_time=pl.col("_hm_time") + ":00", **window)  # minute resolution
-        .with_columns(_form=_winning_form(forms))
+        .with_columns(_form=pl.coalesce(*read_form, _winning_form(forms)))
         .with_columns(**{f"_w_{part}": _part_of_winner(part, forms) for part in _PARTS})
         .with_columns(**_numbers())
         .with_columns(
@@ -214,9 +233,11 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
         )
         .with_columns(
             # without a year-less form, a line without a year has no form, hence no wall time
-            _wall=(pl.when(pl.col("_year").is_not_null()).then(pl.col("_dated"))
-                   .otherwise(_nearest_to_window(start_us, end_us)) if year_less else pl.col("_dated"))
-            - pl.col("_offset_us").fill_null(0),
+            _wall=pl.coalesce(
+                *[pl.col(READ_LOCAL_US)] * read,
+                pl.when(pl.col("_year").is_not_null()).then(pl.col("_dated")).otherwise(_nearest_to_window(start_us, end_us))
+                if year_less else pl.col("_dated"),
+            ) - pl.col("_offset_us").fill_null(0),
             mono_s=mono_s,
             chain_s=chain_s,
         )
@@ -228,7 +249,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
             .then(pl.lit("monotonic"))
             .otherwise(pl.lit("none")),
         )
-        .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS, *window, strict=False)
+        .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS, READ_LOCAL_US, *window, strict=False)
     )
 
 
