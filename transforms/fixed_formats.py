@@ -15,7 +15,7 @@ that ends at a space, the line's end or ``": "`` (an NCCL prefix needs ``host:pi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -182,22 +182,29 @@ def read_fixed_formats(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
     read, rest = [], [lines.filter(pl.col("_format").is_null())]
     for (name,), part in lines.filter(pl.col("_format").is_not_null()).partition_by("_format", as_dict=True).items():
         for shape in FORMATS[name]:
+            if not part.height:
+                break
             fits = part.select(_fits(shape)).to_series()
             if fits.any():
-                fitting = part.filter(fits).select("_row", "raw")
-                if shape.read is not None:
-                    positioned, taken = shape.read(fitting)
-                    read.append(positioned)
-                    fitting = fitting.filter(~taken)
-                lf = fitting.lazy()
-                for step in shape.steps:
-                    lf = step(lf)
-                found = [c for c in lf.collect_schema() if c in types]
-                read.append(lf.select("_row", *(pl.col(c).cast(types[c]) for c in found)).collect())
+                read.extend(_read_shape(shape, part.filter(fits).select("_row", "raw"), types))
                 part = part.filter(~fits)
         rest.append(part)
     read_columns = pl.concat(read, how="diagonal") if read else pl.DataFrame(schema={"_row": pl.UInt32})
     return read_columns, pl.concat(rest).drop("_format")
+
+
+def _read_shape(shape: _Shape, fitting: pl.DataFrame, types: dict[str, pl.DataType]) -> Iterator[pl.DataFrame]:
+    """The decoration columns of the lines `fitting` the shape: numpy reads those it can, polars cuts the others."""
+    if shape.read is not None:
+        positioned, taken = shape.read(fitting)
+        yield positioned
+        fitting = fitting.filter(~taken)
+    if fitting.height:
+        lf = fitting.lazy()
+        for step in shape.steps:
+            lf = step(lf)
+        found = [c for c in lf.collect_schema() if c in types]
+        yield lf.select("_row", *(pl.col(c).cast(types[c]) for c in found)).collect()
 
 
 def strip_by_format(lines: pl.DataFrame, hosts: Sequence[str] = ()) -> pl.DataFrame:

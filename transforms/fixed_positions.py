@@ -52,11 +52,21 @@ def _heads_in(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return heads.view(np.uint8).reshape(-1, HEAD_BYTES)
 
 
-def _number(heads: np.ndarray, rows: np.ndarray, first: np.ndarray, width: int) -> np.ndarray:
-    """The decimal number of `width` digits at column `first` of each row."""
-    value = np.zeros(len(rows), dtype=np.int64)
+def _column(heads: np.ndarray, at: np.ndarray | int) -> np.ndarray:
+    """The byte of each row at its column `at` (one column of all rows when `at` is one number)."""
+    return heads[:, at] if np.isscalar(at) else heads[np.arange(len(heads)), at]
+
+
+def _shared(columns: np.ndarray) -> np.ndarray | int:
+    """The column every row has, as one number (a plain slice then), else the columns as they are."""
+    return int(columns[0]) if len(columns) and (columns == columns[0]).all() else columns
+
+
+def _decimal(heads: np.ndarray, first: np.ndarray | int, width: int) -> np.ndarray:
+    """The number of `width` digits at column `first` of each row; a byte below "0" (a padding space) counts as 0."""
+    value = np.zeros(len(heads), dtype=np.int64)
     for k in range(width):
-        value = value * 10 + (heads[rows, first + k].astype(np.int64) - _ZERO)
+        value = value * 10 + np.maximum(_column(heads, first + k).astype(np.int64) - _ZERO, 0)
     return value
 
 
@@ -65,20 +75,19 @@ def read_srun_stamped(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     already): `_row`, `srun_label`, `_local_us` (the stamp as µs since the epoch in local time, null on a date that
     does not exist) and `msg`, for the lines whose stamp lies within the head; and the mask of those lines."""
     heads = line_heads(lines.get_column("raw"))
-    rows = np.arange(len(heads))
     colon = np.argmax(heads == _COLON, axis=1)
-    stamp = colon + 2 + (heads[rows, np.minimum(colon + 2, HEAD_BYTES - 1)] == _SPACE)  # the stamp's "["
-    within = (heads[rows, colon] == _COLON) & (stamp + 20 < HEAD_BYTES)
-    rows, colon, stamp = rows[within], colon[within], stamp[within]
-    label = np.zeros(len(rows), dtype=np.int64)
-    for k in range(int(colon.max(initial=0))):  # the label's digits, after its padding spaces
-        digit = heads[rows, k].astype(np.int64) - _ZERO
-        is_digit = (k < colon) & (digit >= 0) & (digit <= 9)
-        label = np.where(is_digit, label * 10 + digit, label)
-    seconds = (_number(heads, rows, stamp + 12, 2) * 3600 + _number(heads, rows, stamp + 15, 2) * 60
-               + _number(heads, rows, stamp + 18, 2))
-    wall, exists = local_wall_us(_number(heads, rows, stamp + 1, 4), _number(heads, rows, stamp + 6, 2),
-                                 _number(heads, rows, stamp + 9, 2), seconds * 1_000_000)
+    after = heads[np.arange(len(heads)), np.minimum(colon + 2, HEAD_BYTES - 1)]
+    stamp = colon + 2 + (after == _SPACE)  # the stamp's "["
+    within = (colon >= 1) & (stamp + 21 <= HEAD_BYTES)
+    heads, colon, stamp = heads[within], colon[within], stamp[within]
+    # the label's up to 7 digits end at the colon, after padding spaces; columns before the line's start read as 0
+    label_start = _shared(colon - 7)
+    padded = np.pad(heads, ((0, 0), (7, 0)))
+    label = _decimal(padded, label_start + 7, 7)
+    date = _shared(stamp + 1)  # "YYYY-MM-DD HH:MM:SS"
+    seconds = _decimal(heads, date + 11, 2) * 3600 + _decimal(heads, date + 14, 2) * 60 + _decimal(heads, date + 17, 2)
+    wall, exists = local_wall_us(_decimal(heads, date, 4), _decimal(heads, date + 5, 2), _decimal(heads, date + 8, 2),
+                                 seconds * 1_000_000)
     mask = pl.Series(within)
     read = lines.filter(mask).select(
         "_row",
