@@ -22,8 +22,8 @@ from functools import cache
 import polars as pl
 
 from firstfault.transforms.decorations import _DATE, _DOW, _HMS, _MON, strip_decorations
-from firstfault.transforms.fixed_positions import read_srun_stamped
-from firstfault.transforms.timestamps import READ_LOCAL_US
+from firstfault.transforms.fixed_positions import read_srun_stamped, read_syslog_kernel
+from firstfault.transforms.timestamps import READ_DAY, READ_LOCAL_US, READ_MONO, READ_MONTH, READ_TIME_US
 
 _WORD = r"[\w.()\[\]-]*:?(?: |$)"  # a first word that cannot start an NCCL prefix
 # What is left after the layers a shape reads, such that no later layer can match it (module docstring): its first
@@ -145,7 +145,8 @@ FORMATS: dict[str, tuple[_Shape, ...]] = {
     ),
     # RFC 3164 syslog of the kernel with its dmesg stamp
     "syslog_kernel": (
-        _Shape(rf"{_MON} (?: \d|\d\d) {_HMS} [\w.-]+ kernel: \[ *\d+\.\d+\] ?{_PLAIN}", (_syslog_kernel,)),
+        _Shape(rf"{_MON} (?: \d|\d\d) {_HMS} [\w.-]+ kernel: \[ *\d+\.\d+\] ?{_PLAIN}", (_syslog_kernel,),
+               read_syslog_kernel),
     ),
     "dmesg_t": (_Shape(rf"\[{_DOW} {_MON} (?: \d|\d\d) {_HMS} \d{{4}}\] ?{_PLAIN}", (_dmesg_t,)),),
 }
@@ -230,4 +231,5 @@ def strip_by_format(lines: pl.DataFrame, hosts: Sequence[str] = ()) -> pl.DataFr
 def _decoration_types() -> dict[str, pl.DataType]:
     """The columns ``strip_decorations`` adds, in its order, with their types, and the stamp read at fixed positions."""
     schema = strip_decorations(pl.LazyFrame(schema={"raw": pl.String})).collect_schema()
-    return {**{c: t for c, t in schema.items() if c != "raw"}, READ_LOCAL_US: pl.Int64}
+    read = {READ_LOCAL_US: pl.Int64, READ_MONTH: pl.Int64, READ_DAY: pl.Int64, READ_TIME_US: pl.Int64, READ_MONO: pl.Float64}
+    return {**{c: t for c, t in schema.items() if c != "raw"}, **read}

@@ -9,11 +9,15 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from firstfault.transforms.timestamps import local_wall_us
+from firstfault.transforms.timestamps import READ_DAY, READ_MONO, READ_MONTH, READ_TIME_US, local_wall_us
 
-HEAD_BYTES = 48
+HEAD_BYTES = 64
 _INLINE = 12  # an Arrow string view holds a string of up to 12 bytes itself
-_COLON, _SPACE, _ZERO = ord(":"), ord(" "), ord("0")
+_COLON, _SPACE, _ZERO, _DOT, _CLOSE = ord(":"), ord(" "), ord("0"), ord("."), ord("]")
+_MONTH_KEYS = np.array([int.from_bytes(m.encode(), "big") for m in
+                        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")])
+_MONTH_ORDER = np.argsort(_MONTH_KEYS)
+_EXACT_DIGITS = 15  # a decimal of up to 15 digits is an exact float64 numerator: its quotient is correctly rounded
 
 
 def line_heads(raw: pl.Series) -> np.ndarray:
@@ -94,5 +98,48 @@ def read_srun_stamped(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         srun_label=pl.lit(pl.Series(label, dtype=pl.Int32)),
         _local_us=pl.when(pl.lit(pl.Series(exists))).then(pl.lit(pl.Series(wall, dtype=pl.Int64))),
         msg=pl.col("raw").str.slice(pl.lit(pl.Series(stamp + 22, dtype=pl.Int64))),
+    )
+    return read, mask
+
+
+def read_syslog_kernel(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """Lines of the shape "Mon DD HH:MM:SS <host> kernel: [ *<seconds since boot>] <message>" (the shape's regex
+    checked already): `_row`, `syslog_host`, the year-less stamp's month, day and time (`_read_month`, `_read_day`,
+    `_read_time_us`), the seconds since boot (`_read_mono`) and `msg`, for the lines whose seconds since boot end
+    within the head and have at most 15 digits; and the mask of those lines."""
+    heads = line_heads(lines.get_column("raw"))
+    host_end = 16 + np.argmax(heads[:, 16:] == _SPACE, axis=1)  # the host has no space: " kernel: [" follows it
+    opening = host_end + 9
+    stamp_width = 24
+    found = (heads[np.arange(len(heads)), host_end] == _SPACE) & (opening + 1 + stamp_width <= HEAD_BYTES)
+    heads, host_end, opening = heads[found], host_end[found], opening[found]
+    first = _shared(opening + 1)
+    stamp = np.stack([_column(heads, first + k) for k in range(stamp_width)], axis=1)  # " *digits.digits]..."
+    close = np.argmax(stamp == _CLOSE, axis=1)
+    dot = np.argmax(stamp == _DOT, axis=1)
+    value = np.zeros(len(heads), dtype=np.int64)
+    digits = np.zeros(len(heads), dtype=np.int64)
+    for k in range(stamp_width):
+        digit = stamp[:, k].astype(np.int64) - _ZERO
+        is_digit = (k < close) & (digit >= 0) & (digit <= 9)
+        value = np.where(is_digit, value * 10 + digit, value)
+        digits += is_digit
+    closed = (stamp[np.arange(len(stamp)), close] == _CLOSE) & (digits <= _EXACT_DIGITS) & (opening + close + 2 < HEAD_BYTES)
+    within = np.zeros(len(found), dtype=bool)
+    within[np.flatnonzero(found)[closed]] = True
+    heads, host_end, opening, close, dot, value = (a[closed] for a in (heads, host_end, opening, close, dot, value))
+    end = opening + 1 + close  # the "]"
+    message = end + 1 + (heads[np.arange(len(heads)), end + 1] == _SPACE)
+    month = _MONTH_ORDER[np.searchsorted(_MONTH_KEYS[_MONTH_ORDER], heads[:, 0].astype(np.int64) << 16
+                                         | heads[:, 1].astype(np.int64) << 8 | heads[:, 2])] + 1
+    seconds = _decimal(heads, 7, 2) * 3600 + _decimal(heads, 10, 2) * 60 + _decimal(heads, 13, 2)
+    mask = pl.Series(within)
+    read = lines.filter(mask).select(
+        "_row",
+        syslog_host=pl.col("raw").str.slice(16, pl.lit(pl.Series(host_end - 16, dtype=pl.Int64))),
+        **{READ_MONTH: pl.lit(pl.Series(month, dtype=pl.Int64)), READ_DAY: pl.lit(pl.Series(_decimal(heads, 4, 2))),
+           READ_TIME_US: pl.lit(pl.Series(seconds * 1_000_000)),
+           READ_MONO: pl.lit(pl.Series(value / 10.0 ** (close - dot - 1)))},
+        msg=pl.col("raw").str.slice(pl.lit(pl.Series(message, dtype=pl.Int64))),
     )
     return read, mask

@@ -62,7 +62,8 @@ def _normalize_zone(ctxs: Sequence[AttemptContext], lines: pl.DataFrame, tz: str
                               present=present)
         rosters, attempt = [_roster(c) for c in ctxs], pl.col("_attempt")
     lf = place_attempt_lines(lf, rosters, attempt, file_node=pl.col("_file_node"), file_rank=pl.col("_file_rank"),
-                             label_mode=pl.col("_label"), present=present)
+                             label_mode=pl.col("_label"), present=present,
+                             file_nodes_everywhere=stripped.get_column("_file_node").null_count() == 0)
     return lf.drop("_file_node", "_file_rank", "_label")
 
 

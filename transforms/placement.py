@@ -66,6 +66,7 @@ def place_attempt_lines(
     file_rank: int | None | pl.Expr,
     label_mode: str | pl.Expr,
     present: Collection[str] | None = None,
+    file_nodes_everywhere: bool = False,
 ) -> pl.LazyFrame:
     """Add `node`, `rank`, `local_rank` from srun labels, pdsh hosts, MPI/torchrun tags, `[rankN]:` and NCCL
     prefixes, the file and the rank map.
@@ -77,7 +78,8 @@ def place_attempt_lines(
     tag, else NCCL `[dev]`) on its node > file name. Node: the file's node > pdsh host (only one of the attempt's
     nodes) > NCCL host > srun label (when labels are node indexes) > the rank's node > syslog host. A local rank
     alone never names a node. `present`: the prefix columns that hold a value on some line (None: any may); the
-    lookups of the others are left out.
+    lookups of the others are left out, and so are those of the node when `file_nodes_everywhere` (every line's
+    file names its node).
     """
     # Lookups are keyed by attempt: `i#name` and i * _SPAN + number. With one attempt the keys are the plain values
     # (cheaper: no key string per line).
@@ -150,7 +152,7 @@ def place_attempt_lines(
     )
     direct_rank = _coalesce([pl.col("rank_prefix")] * given("rank_prefix") + [label_rank] * label + [file_rank], pl.Int32)
     lf = lf.with_columns(_rank_direct=direct_rank).with_columns(
-        node=_coalesce(
+        node=file_node.cast(pl.String) if file_nodes_everywhere else _coalesce(
             [file_node.cast(pl.String)]
             # decorations take a pdsh host only when it names a node of some attempt of the pass; it must name one
             # of this line's attempt

@@ -59,8 +59,13 @@ _FORMS = (
     _Form("year_inferred", "_hm_time", month_name="_hm_mon", day="_hm_day"),  # dmesg -H minute stamp
 )
 _MINUTE_STAMP = len(_FORMS) - 1
-READ_LOCAL_US = "_local_us"
-_READ_FORM = 1  # a stamp read at fixed positions has the Python form's parts and quality
+# Stamps read at fixed positions (fixed_positions.py) come as numbers: the local wall time of a dated stamp, which
+# has the Python form's parts and quality, or the month, day and time of a year-less syslog stamp; and seconds since
+# boot.
+READ_LOCAL_US, READ_MONTH, READ_DAY, READ_TIME_US, READ_MONO = "_local_us", "_read_month", "_read_day", "_read_time_us", "_read_mono"
+READ_COLUMNS = (READ_LOCAL_US, READ_MONTH, READ_DAY, READ_TIME_US, READ_MONO)
+_READ_DATED_FORM = next(i for i, f in enumerate(_FORMS) if f.time == "_py_time")
+_READ_YEAR_LESS_FORM = next(i for i, f in enumerate(_FORMS) if f.time == "_sy_time")
 _PARTS = ("time", "date", "year", "month_name", "day", "month_day", "frac", "offset")
 _INTERNAL_COLUMNS = (
     "_form", *(f"_w_{part}" for part in _PARTS),
@@ -86,7 +91,11 @@ def _to_int(expr: pl.Expr) -> pl.Expr:
     return expr.cast(pl.Int64, strict=False)
 
 
-def _numbers() -> dict[str, pl.Expr]:
+def _numbers(read_year_less: bool) -> dict[str, pl.Expr]:
+    """Year, month, day, time and offset of the winning form: read from its text, or as read at fixed positions."""
+    def read(column: str) -> list[pl.Expr]:
+        return [pl.col(column)] if read_year_less else []
+
     date, month_day = pl.col("_w_date"), _to_int(pl.col("_w_month_day"))
     offset = pl.col("_w_offset")
     offset_minutes = _to_int(offset.str.slice(1, 2)) * 60 + _to_int(offset.str.slice(-2))
@@ -96,12 +105,13 @@ def _numbers() -> dict[str, pl.Expr]:
     return {
         "_year": pl.coalesce(_to_int(date.str.slice(0, 4)), _to_int(pl.col("_w_year"))),
         "_month": pl.coalesce(
+            *read(READ_MONTH),
             _to_int(date.str.slice(5, 2)),
             pl.col("_w_month_name").replace_strict(_MONTHS, default=None, return_dtype=pl.Int64),
             month_day // 100,  # PyTorch does not zero-pad the month (E321 = March 21); the day has 2 digits
         ),
-        "_day": pl.coalesce(_to_int(date.str.slice(8, 2)), _to_int(pl.col("_w_day")), month_day % 100),
-        "_time_us": seconds + fraction,
+        "_day": pl.coalesce(*read(READ_DAY), _to_int(date.str.slice(8, 2)), _to_int(pl.col("_w_day")), month_day % 100),
+        "_time_us": pl.coalesce(*read(READ_TIME_US), seconds + fraction),
         "_offset_us": (
             pl.when(offset == "Z").then(0)
             .when(offset.str.starts_with("-")).then(-offset_minutes)
@@ -194,9 +204,11 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
     computed (a batch of one format has one or two of the nine)."""
     forms = [(i, f) for i, f in enumerate(_FORMS) if present is None or f.time in present]
     year_less = any(f.date is None and f.year is None for _, f in forms)
-    # `_local_us`: the local wall time of a "YYYY-MM-DD HH:MM:SS" stamp read at fixed positions (fixed_positions.py)
     read = present is not None and READ_LOCAL_US in present
-    read_form = [pl.when(pl.col(READ_LOCAL_US).is_not_null()).then(pl.lit(_READ_FORM, pl.Int8))] if read else []
+    read_year_less = present is not None and READ_TIME_US in present
+    year_less |= read_year_less
+    read_form = ([pl.when(pl.col(READ_LOCAL_US).is_not_null()).then(pl.lit(_READ_DATED_FORM, pl.Int8))] * read
+                 + [pl.when(pl.col(READ_TIME_US).is_not_null()).then(pl.lit(_READ_YEAR_LESS_FORM, pl.Int8))] * read_year_less)
     window: dict[str, pl.Expr] = {}
     if isinstance(window_start, pl.Expr):  # materialised once: every candidate year reads them
         window = {"_win_start": window_start.dt.epoch("us"), "_win_end": window_end.dt.epoch("us"),
@@ -212,7 +224,8 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
     wall = pl.col("_wall").cast(pl.Datetime("us"))
     is_exact = pl.col("_form") == 0
     since_boot = pl.when(pl.col("_delta").is_null()).then(pl.col("_mono").cast(pl.Float64, strict=False))
-    mono_s = pl.coalesce(since_boot, _to_int(pl.col("_kmsg_us")) / _US_PER_SECOND)
+    read_mono = [pl.col(READ_MONO)] if present is not None and READ_MONO in present else []
+    mono_s = pl.coalesce(*read_mono, since_boot, _to_int(pl.col("_kmsg_us")) / _US_PER_SECOND)
     chain_s = (
         pl.when(pl.col("_delta").is_not_null()).then(pl.col("_mono").cast(pl.Float64, strict=False))
         .when(pl.col("_form") == _MINUTE_STAMP).then(pl.lit(0.0))
@@ -222,7 +235,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
         lf.with_columns(_hm_time=pl.col("_hm_time") + ":00", **window)  # minute resolution
         .with_columns(_form=pl.coalesce(*read_form, _winning_form(forms)))
         .with_columns(**{f"_w_{part}": _part_of_winner(part, forms) for part in _PARTS})
-        .with_columns(**_numbers())
+        .with_columns(**_numbers(read_year_less))
         .with_columns(
             _days_before_month=month.replace_strict(_DAYS_BEFORE_MONTH, default=None, return_dtype=pl.Int64),
             _days_in_month=month.replace_strict(_DAYS_IN_MONTH, default=None, return_dtype=pl.Int64),
@@ -249,7 +262,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
             .then(pl.lit("monotonic"))
             .otherwise(pl.lit("none")),
         )
-        .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS, READ_LOCAL_US, *window, strict=False)
+        .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS, *READ_COLUMNS, *window, strict=False)
     )
 
 
