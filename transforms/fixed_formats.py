@@ -22,7 +22,7 @@ from functools import cache
 import polars as pl
 
 from firstfault.transforms.decorations import _DATE, _DOW, _HMS, _MON, strip_decorations
-from firstfault.transforms.fixed_positions import read_srun_stamped, read_syslog_kernel
+from firstfault.transforms.fixed_positions import read_rank_glog, read_srun_stamped, read_syslog_kernel
 from firstfault.transforms.timestamps import READ_DAY, READ_LOCAL_US, READ_MONO, READ_MONTH, READ_TIME_US
 
 _WORD = r"[\w.()\[\]-]*:?(?: |$)"  # a first word that cannot start an NCCL prefix
@@ -140,7 +140,7 @@ FORMATS: dict[str, tuple[_Shape, ...]] = {
     "srun": (
         _Shape(rf"{_LABEL}{_PY_STAMP}{_PLAIN}", (_srun_label, _cut_py_stamp), read_srun_stamped),
         _Shape(rf"{_LABEL}{_PY_STAMP}{_NCCL}", (_srun_label, _cut_py_stamp, _nccl_prefix)),
-        _Shape(rf"{_LABEL}{_RANK_GLOG}{_PLAIN_AFTER_GLOG}", (_srun_label, _cut_rank_glog)),
+        _Shape(rf"{_LABEL}{_RANK_GLOG}{_PLAIN_AFTER_GLOG}", (_srun_label, _cut_rank_glog), read_rank_glog),
         _Shape(rf"{_LABEL}{_NCCL}", (_srun_label, _body_msg, _nccl_prefix)),
     ),
     # RFC 3164 syslog of the kernel with its dmesg stamp

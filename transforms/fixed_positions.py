@@ -1,8 +1,9 @@
 """Read the decorations of lines of one known shape with numpy, at fixed positions of each line's first bytes.
 
-The lines come as a polars string column; its Arrow views are read in place (no copy of the text), the first
-``HEAD_BYTES`` of every line gathered into one matrix, and each field read from its columns in one vectorized step.
-Only lines whose fields all lie within that head are read here; ``fixed_formats`` cuts the others with polars.
+The lines come as a polars string column; its Arrow views are read in place (no copy of the text), the first bytes of
+every line (as many as the shape's decorations take) gathered into one matrix, and each field read from its columns
+in one vectorized step. Only lines whose fields all lie within that head are read here; ``fixed_formats`` cuts the
+others with polars. Numbers are read digit by digit from the columns, so a value is exactly what its text says.
 """
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import polars as pl
 
 from firstfault.transforms.timestamps import READ_DAY, READ_MONO, READ_MONTH, READ_TIME_US, local_wall_us
 
-HEAD_BYTES = 64
 _INLINE = 12  # an Arrow string view holds a string of up to 12 bytes itself
+# the bytes each shape reads: its decorations as most lines have them, the cost of the read growing with it
+_SRUN_STAMPED_BYTES, _SYSLOG_BYTES, _RANK_GLOG_BYTES = 48, 64, 96
 _COLON, _SPACE, _ZERO, _DOT, _CLOSE = ord(":"), ord(" "), ord("0"), ord("."), ord("]")
 _MONTH_KEYS = np.array([int.from_bytes(m.encode(), "big") for m in
                         ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")])
@@ -20,13 +22,13 @@ _MONTH_ORDER = np.argsort(_MONTH_KEYS)
 _EXACT_DIGITS = 15  # a decimal of up to 15 digits is an exact float64 numerator: its quotient is correctly rounded
 
 
-def line_heads(raw: pl.Series) -> np.ndarray:
-    """The first HEAD_BYTES bytes of each string of `raw` (no nulls), zero past its end: an n x HEAD_BYTES matrix.
+def line_heads(raw: pl.Series, width: int) -> np.ndarray:
+    """The first `width` bytes of each string of `raw` (no nulls), zero past its end: an n x `width` matrix.
     Each line's head is copied whole from the Arrow buffer that holds it (the column's views are read in place)."""
     views = raw.rechunk().to_arrow(compat_level=pl.CompatLevel.newest())
     view = np.frombuffer(views.buffers()[1], dtype=np.int32).reshape(-1, 4)[views.offset:views.offset + len(views)]
     lengths = view[:, 0]
-    heads = np.zeros((len(view), HEAD_BYTES), dtype=np.uint8)
+    heads = np.zeros((len(view), width), dtype=np.uint8)
     inline = lengths <= _INLINE
     heads[inline, :_INLINE] = view[inline].view(np.uint8)[:, 4:]
     holder = np.where(inline, -1, view[:, 2])
@@ -35,25 +37,25 @@ def line_heads(raw: pl.Series) -> np.ndarray:
     for index, buffer in enumerate(views.buffers()[2:]):
         rows = by_holder[bounds[index]:bounds[index + 1]]
         if len(rows):
-            heads[rows] = _heads_in(np.frombuffer(buffer, dtype=np.uint8), view[rows, 3].astype(np.int64))
-    short = np.flatnonzero(lengths < HEAD_BYTES)
-    heads[short] *= np.arange(HEAD_BYTES) < lengths[short, None]
+            heads[rows] = _heads_in(np.frombuffer(buffer, dtype=np.uint8), view[rows, 3].astype(np.int64), width)
+    short = np.flatnonzero(lengths < width)
+    heads[short] *= np.arange(width) < lengths[short, None]
     return heads
 
 
-def _heads_in(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """The HEAD_BYTES bytes of `data` from each of `starts`, each copied as one fixed-size item; those that would
+def _heads_in(data: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """The `width` bytes of `data` from each of `starts`, each copied as one fixed-size item; those that would
     run past its end read a zero-padded copy of its last bytes."""
-    item = np.dtype((np.void, HEAD_BYTES))
-    tail_start = max(len(data) - HEAD_BYTES, 0)
-    tail = np.concatenate([data[tail_start:], np.zeros(HEAD_BYTES, dtype=np.uint8)])
+    item = np.dtype((np.void, width))
+    tail_start = max(len(data) - width, 0)
+    tail = np.concatenate([data[tail_start:], np.zeros(width, dtype=np.uint8)])
     heads = np.empty(len(starts), dtype=item)
     near_end = starts > tail_start
     for source, first, taken in ((data, 0, ~near_end), (tail, tail_start, near_end)):
         if taken.any():
-            windows = np.ndarray((len(source) - HEAD_BYTES + 1,), dtype=item, buffer=source, strides=(1,))
+            windows = np.ndarray((len(source) - width + 1,), dtype=item, buffer=source, strides=(1,))
             heads[taken] = windows[starts[taken] - first]
-    return heads.view(np.uint8).reshape(-1, HEAD_BYTES)
+    return heads.view(np.uint8).reshape(-1, width)
 
 
 def _column(heads: np.ndarray, at: np.ndarray | int) -> np.ndarray:
@@ -67,10 +69,12 @@ def _shared(columns: np.ndarray) -> np.ndarray | int:
 
 
 def _decimal(heads: np.ndarray, first: np.ndarray | int, width: int) -> np.ndarray:
-    """The number of `width` digits at column `first` of each row; a byte below "0" (a padding space) counts as 0."""
+    """The number of `width` digits at column `first` of each row; a byte that is no digit (a padding space, the
+    text before a number) counts as 0."""
     value = np.zeros(len(heads), dtype=np.int64)
     for k in range(width):
-        value = value * 10 + np.maximum(_column(heads, first + k).astype(np.int64) - _ZERO, 0)
+        digit = _column(heads, first + k).astype(np.int64) - _ZERO
+        value = value * 10 + np.where(digit <= 9, np.maximum(digit, 0), 0)
     return value
 
 
@@ -78,11 +82,11 @@ def read_srun_stamped(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     """Lines of the shape "<padded srun label>: [ ][YYYY-MM-DD HH:MM:SS] <message>" (the shape's regex checked
     already): `_row`, `srun_label`, `_local_us` (the stamp as µs since the epoch in local time, null on a date that
     does not exist) and `msg`, for the lines whose stamp lies within the head; and the mask of those lines."""
-    heads = line_heads(lines.get_column("raw"))
+    heads = line_heads(lines.get_column("raw"), _SRUN_STAMPED_BYTES)
     colon = np.argmax(heads == _COLON, axis=1)
-    after = heads[np.arange(len(heads)), np.minimum(colon + 2, HEAD_BYTES - 1)]
+    after = heads[np.arange(len(heads)), np.minimum(colon + 2, _SRUN_STAMPED_BYTES - 1)]
     stamp = colon + 2 + (after == _SPACE)  # the stamp's "["
-    within = (colon >= 1) & (stamp + 21 <= HEAD_BYTES)
+    within = (colon >= 1) & (stamp + 21 <= _SRUN_STAMPED_BYTES)
     heads, colon, stamp = heads[within], colon[within], stamp[within]
     # the label's up to 7 digits end at the colon, after padding spaces; columns before the line's start read as 0
     label_start = _shared(colon - 7)
@@ -107,11 +111,11 @@ def read_syslog_kernel(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     checked already): `_row`, `syslog_host`, the year-less stamp's month, day and time (`_read_month`, `_read_day`,
     `_read_time_us`), the seconds since boot (`_read_mono`) and `msg`, for the lines whose seconds since boot end
     within the head and have at most 15 digits; and the mask of those lines."""
-    heads = line_heads(lines.get_column("raw"))
+    heads = line_heads(lines.get_column("raw"), _SYSLOG_BYTES)
     host_end = 16 + np.argmax(heads[:, 16:] == _SPACE, axis=1)  # the host has no space: " kernel: [" follows it
     opening = host_end + 9
     stamp_width = 24
-    found = (heads[np.arange(len(heads)), host_end] == _SPACE) & (opening + 1 + stamp_width <= HEAD_BYTES)
+    found = (heads[np.arange(len(heads)), host_end] == _SPACE) & (opening + 1 + stamp_width <= _SYSLOG_BYTES)
     heads, host_end, opening = heads[found], host_end[found], opening[found]
     first = _shared(opening + 1)
     stamp = np.stack([_column(heads, first + k) for k in range(stamp_width)], axis=1)  # " *digits.digits]..."
@@ -124,7 +128,7 @@ def read_syslog_kernel(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         is_digit = (k < close) & (digit >= 0) & (digit <= 9)
         value = np.where(is_digit, value * 10 + digit, value)
         digits += is_digit
-    closed = (stamp[np.arange(len(stamp)), close] == _CLOSE) & (digits <= _EXACT_DIGITS) & (opening + close + 2 < HEAD_BYTES)
+    closed = (stamp[np.arange(len(stamp)), close] == _CLOSE) & (digits <= _EXACT_DIGITS) & (opening + close + 2 < _SYSLOG_BYTES)
     within = np.zeros(len(found), dtype=bool)
     within[np.flatnonzero(found)[closed]] = True
     heads, host_end, opening, close, dot, value = (a[closed] for a in (heads, host_end, opening, close, dot, value))
@@ -140,6 +144,52 @@ def read_syslog_kernel(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         **{READ_MONTH: pl.lit(pl.Series(month, dtype=pl.Int64)), READ_DAY: pl.lit(pl.Series(_decimal(heads, 4, 2))),
            READ_TIME_US: pl.lit(pl.Series(seconds * 1_000_000)),
            READ_MONO: pl.lit(pl.Series(value / 10.0 ** (close - dot - 1)))},
+        msg=pl.col("raw").str.slice(pl.lit(pl.Series(message, dtype=pl.Int64))),
+    )
+    return read, mask
+
+
+def _first(heads: np.ndarray, byte: int, start: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """The first column at or after `start` holding `byte` in each row, and whether there is one."""
+    at = np.argmax((heads == byte) & (np.arange(heads.shape[1]) >= np.reshape(start, (-1, 1))), axis=1)
+    return at, heads[np.arange(len(heads)), at] == byte
+
+
+def read_rank_glog(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """Lines of the shape "<srun label>: [rankN]:[ ][<level>MMDD HH:MM:SS.<6 or 9 digits> <file:line>] <message>"
+    (the shape's regex checked already; PyTorch's month has 3 or 4 digits): `_row`, `srun_label`, `rank_prefix`, the
+    year-less stamp's month, day and time (`_read_month`, `_read_day`, `_read_time_us`) and `msg`, for the lines
+    whose stamp's closing bracket lies within the head; and the mask of those lines."""
+    heads = line_heads(lines.get_column("raw"), _RANK_GLOG_BYTES)
+
+    def at(columns: np.ndarray) -> np.ndarray:  # the bytes at columns that may lie past the head (then 0)
+        return np.where(columns < _RANK_GLOG_BYTES, heads[np.arange(len(heads)), np.minimum(columns, _RANK_GLOG_BYTES - 1)], 0)
+
+    colon = np.argmax(heads == _COLON, axis=1)
+    rank_end, _ = _first(heads, _CLOSE, 0)  # the label has no "]": the first one closes "[rankN"
+    glog = rank_end + 2 + (at(rank_end + 2) == _SPACE)  # the stamp's "["
+    month_day_width = 4 - (at(glog + 5) == _SPACE)
+    time = glog + 3 + month_day_width
+    fraction_width = 6 + 3 * (at(time + 15) != _SPACE)
+    close, closed = _first(heads, _CLOSE, np.minimum(time + 9 + fraction_width, _RANK_GLOG_BYTES))
+    within = closed & (time + 15 < _RANK_GLOG_BYTES) & (close + 1 < _RANK_GLOG_BYTES)
+    heads, colon, rank_end, glog, month_day_width, time, close = (
+        a[within] for a in (heads, colon, rank_end, glog, month_day_width, time, close))
+    padded = np.pad(heads, ((0, 0), (7, 0)))  # column c of a line is column c + 7 here: 7 columns before it read as 0
+    label = _decimal(padded, _shared(colon), 7)  # the up to 7 digits before the colon
+    rank = _decimal(padded, _shared(rank_end), 7)  # the up to 7 digits before "]", after "[rank"
+    # "MDD" read as 4 digits from the level letter (read as 0), "MMDD" from where it starts
+    month_day = np.where(month_day_width == 3, _decimal(heads, _shared(glog + 1), 4), _decimal(heads, _shared(glog + 2), 4))
+    first = _shared(time)
+    seconds = _decimal(heads, first, 2) * 3600 + _decimal(heads, first + 3, 2) * 60 + _decimal(heads, first + 6, 2)
+    time_us = seconds * 1_000_000 + _decimal(heads, first + 9, 6)
+    message = close + 1 + (heads[np.arange(len(heads)), np.minimum(close + 1, _RANK_GLOG_BYTES - 1)] == _SPACE)
+    mask = pl.Series(within)
+    read = lines.filter(mask).select(
+        "_row",
+        srun_label=pl.lit(pl.Series(label, dtype=pl.Int32)), rank_prefix=pl.lit(pl.Series(rank, dtype=pl.Int32)),
+        **{READ_MONTH: pl.lit(pl.Series(month_day // 100)), READ_DAY: pl.lit(pl.Series(month_day % 100)),
+           READ_TIME_US: pl.lit(pl.Series(time_us))},
         msg=pl.col("raw").str.slice(pl.lit(pl.Series(message, dtype=pl.Int64))),
     )
     return read, mask

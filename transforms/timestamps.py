@@ -60,8 +60,8 @@ _FORMS = (
 )
 _MINUTE_STAMP = len(_FORMS) - 1
 # Stamps read at fixed positions (fixed_positions.py) come as numbers: the local wall time of a dated stamp, which
-# has the Python form's parts and quality, or the month, day and time of a year-less syslog stamp; and seconds since
-# boot.
+# has the Python form's parts and quality, or the month, day and time of a year-less stamp (syslog, glog), which has
+# the syslog form's; and seconds since boot.
 READ_LOCAL_US, READ_MONTH, READ_DAY, READ_TIME_US, READ_MONO = "_local_us", "_read_month", "_read_day", "_read_time_us", "_read_mono"
 READ_COLUMNS = (READ_LOCAL_US, READ_MONTH, READ_DAY, READ_TIME_US, READ_MONO)
 _READ_DATED_FORM = next(i for i, f in enumerate(_FORMS) if f.time == "_py_time")
