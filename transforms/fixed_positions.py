@@ -58,23 +58,24 @@ def _heads_in(data: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     return heads.view(np.uint8).reshape(-1, width)
 
 
-def _column(heads: np.ndarray, at: np.ndarray | int) -> np.ndarray:
-    """The byte of each row at its column `at` (one column of all rows when `at` is one number)."""
-    return heads[:, at] if np.isscalar(at) else heads[np.arange(len(heads)), at]
-
-
-def _shared(columns: np.ndarray) -> np.ndarray | int:
-    """The column every row has, as one number (a plain slice then), else the columns as they are."""
-    return int(columns[0]) if len(columns) and (columns == columns[0]).all() else columns
-
-
 def _decimal(heads: np.ndarray, first: np.ndarray | int, width: int) -> np.ndarray:
-    """The number of `width` digits at column `first` of each row; a byte that is no digit (a padding space, the
-    text before a number) counts as 0."""
-    value = np.zeros(len(heads), dtype=np.int64)
-    for k in range(width):
-        digit = _column(heads, first + k).astype(np.int64) - _ZERO
-        value = value * 10 + np.where(digit <= 9, np.maximum(digit, 0), 0)
+    """The number of `width` digits from column `first` of each row (one number, or one per row: the rows of each
+    distinct column are read together, a file's lines having a few); a byte that is no digit (a padding space, the
+    text before a number) or a column before the line's start counts as 0."""
+    if np.isscalar(first):
+        value = np.zeros(len(heads), dtype=np.int64)
+        for column in range(max(first, 0), first + width):
+            digit = heads[:, column].astype(np.int64) - _ZERO
+            value = value * 10 + np.where(digit <= 9, np.maximum(digit, 0), 0)
+        return value
+    offset = int(first.min(initial=0))
+    columns = np.flatnonzero(np.bincount(first - offset)) + offset
+    if len(columns) == 1:
+        return _decimal(heads, int(columns[0]), width)
+    value = np.empty(len(heads), dtype=np.int64)
+    for column in columns:
+        rows = first == column
+        value[rows] = _decimal(heads[rows], int(column), width)
     return value
 
 
@@ -88,11 +89,8 @@ def read_srun_stamped(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     stamp = colon + 2 + (after == _SPACE)  # the stamp's "["
     within = (colon >= 1) & (stamp + 21 <= _SRUN_STAMPED_BYTES)
     heads, colon, stamp = heads[within], colon[within], stamp[within]
-    # the label's up to 7 digits end at the colon, after padding spaces; columns before the line's start read as 0
-    label_start = _shared(colon - 7)
-    padded = np.pad(heads, ((0, 0), (7, 0)))
-    label = _decimal(padded, label_start + 7, 7)
-    date = _shared(stamp + 1)  # "YYYY-MM-DD HH:MM:SS"
+    label = _decimal(heads, colon - 7, 7)  # the up to 7 digits before the colon, after padding spaces
+    date = stamp + 1  # "YYYY-MM-DD HH:MM:SS"
     seconds = _decimal(heads, date + 11, 2) * 3600 + _decimal(heads, date + 14, 2) * 60 + _decimal(heads, date + 17, 2)
     wall, exists = local_wall_us(_decimal(heads, date, 4), _decimal(heads, date + 5, 2), _decimal(heads, date + 8, 2),
                                  seconds * 1_000_000)
@@ -117,8 +115,7 @@ def read_syslog_kernel(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     stamp_width = 24
     found = (heads[np.arange(len(heads)), host_end] == _SPACE) & (opening + 1 + stamp_width <= _SYSLOG_BYTES)
     heads, host_end, opening = heads[found], host_end[found], opening[found]
-    first = _shared(opening + 1)
-    stamp = np.stack([_column(heads, first + k) for k in range(stamp_width)], axis=1)  # " *digits.digits]..."
+    stamp = np.stack([heads[np.arange(len(heads)), opening + 1 + k] for k in range(stamp_width)], axis=1)  # " *digits.digits]..."
     close = np.argmax(stamp == _CLOSE, axis=1)
     dot = np.argmax(stamp == _DOT, axis=1)
     value = np.zeros(len(heads), dtype=np.int64)
@@ -175,12 +172,11 @@ def read_rank_glog(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     within = closed & (time + 15 < _RANK_GLOG_BYTES) & (close + 1 < _RANK_GLOG_BYTES)
     heads, colon, rank_end, glog, month_day_width, time, close = (
         a[within] for a in (heads, colon, rank_end, glog, month_day_width, time, close))
-    padded = np.pad(heads, ((0, 0), (7, 0)))  # column c of a line is column c + 7 here: 7 columns before it read as 0
-    label = _decimal(padded, _shared(colon), 7)  # the up to 7 digits before the colon
-    rank = _decimal(padded, _shared(rank_end), 7)  # the up to 7 digits before "]", after "[rank"
+    label = _decimal(heads, colon - 7, 7)  # the up to 7 digits before the colon
+    rank = _decimal(heads, rank_end - 7, 7)  # the up to 7 digits before "]", after "[rank"
     # "MDD" read as 4 digits from the level letter (read as 0), "MMDD" from where it starts
-    month_day = np.where(month_day_width == 3, _decimal(heads, _shared(glog + 1), 4), _decimal(heads, _shared(glog + 2), 4))
-    first = _shared(time)
+    month_day = _decimal(heads, glog + month_day_width - 2, 4)
+    first = time
     seconds = _decimal(heads, first, 2) * 3600 + _decimal(heads, first + 3, 2) * 60 + _decimal(heads, first + 6, 2)
     time_us = seconds * 1_000_000 + _decimal(heads, first + 9, 6)
     message = close + 1 + (heads[np.arange(len(heads)), np.minimum(close + 1, _RANK_GLOG_BYTES - 1)] == _SPACE)
