@@ -549,21 +549,23 @@ def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
         try:
             for chunk, first_line, cut_bytes in read_batches(log_file.uri, _piece_bytes(settings), settings.max_line_bytes,
                                                              _piece_lines(settings), log_file.part):
-                if previous is not None:
+                if previous is not None:  # its lines: up to this chunk's first (no second count of its newlines)
+                    previous.lines = first_line - previous.first_line
                     yield previous
                 file_format = detect_format(sample_lines(chunk)) if previous is None else previous.format
                 binary = looks_binary(chunk) if previous is None else previous.binary
-                previous = _Piece(index, log_file, chunk, first_line, cut_bytes, chunk.count(b"\n"), first=previous is None,
-                                  format=file_format, binary=binary)
+                previous = _Piece(index, log_file, chunk, first_line, cut_bytes, first=previous is None, format=file_format,
+                                  binary=binary)
         except (OSError, EOFError, ValueError) as e:
             if previous is not None:
+                previous.lines = previous.chunk.count(b"\n")
                 yield previous
             yield _Piece(index, log_file, last=True, error=f"{type(e).__name__}: {e}")
             continue
         if previous is None:
             yield _Piece(index, log_file, first=True, last=True)
         else:
-            previous.last = True
+            previous.lines, previous.last = previous.chunk.count(b"\n"), True
             yield previous
 
 
