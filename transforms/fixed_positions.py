@@ -63,19 +63,24 @@ def _decimal(heads: np.ndarray, first: np.ndarray | int, width: int) -> np.ndarr
     distinct column are read together, a file's lines having a few); a byte that is no digit (a padding space, the
     text before a number) or a column before the line's start counts as 0."""
     if np.isscalar(first):
-        value = np.zeros(len(heads), dtype=np.int64)
-        for column in range(max(first, 0), first + width):
-            digit = heads[:, column].astype(np.int64) - _ZERO
-            value = value * 10 + np.where(digit <= 9, np.maximum(digit, 0), 0)
-        return value
+        return _decimal_at(heads, slice(None), int(first), width)
     offset = int(first.min(initial=0))
     columns = np.flatnonzero(np.bincount(first - offset)) + offset
     if len(columns) == 1:
-        return _decimal(heads, int(columns[0]), width)
+        return _decimal_at(heads, slice(None), int(columns[0]), width)
     value = np.empty(len(heads), dtype=np.int64)
     for column in columns:
-        rows = first == column
-        value[rows] = _decimal(heads[rows], int(column), width)
+        rows = np.flatnonzero(first == column)
+        value[rows] = _decimal_at(heads, rows, int(column), width)
+    return value
+
+
+def _decimal_at(heads: np.ndarray, rows: np.ndarray | slice, first: int, width: int) -> np.ndarray:
+    """`_decimal` of the `rows` of `heads` from the one column `first`, gathering only the digits' columns."""
+    value = np.zeros(len(heads) if isinstance(rows, slice) else len(rows), dtype=np.int64)
+    for column in range(max(first, 0), first + width):
+        digit = heads[rows, column].astype(np.int64) - _ZERO
+        value = value * 10 + np.where(digit <= 9, np.maximum(digit, 0), 0)
     return value
 
 
