@@ -50,7 +50,7 @@ def _heads_in(data: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     tail_start = max(len(data) - width, 0)
     tail = np.concatenate([data[tail_start:], np.zeros(width, dtype=np.uint8)])
     heads = np.empty(len(starts), dtype=item)
-    near_end = starts > tail_start
+    near_end = starts >= tail_start  # all of them when the buffer is shorter than `width`
     for source, first, taken in ((data, 0, ~near_end), (tail, tail_start, near_end)):
         if taken.any():
             windows = np.ndarray((len(source) - width + 1,), dtype=item, buffer=source, strides=(1,))

@@ -124,6 +124,14 @@ def test_every_line_read_as_any_format_normalises_as_the_general_path(lines, fil
     assert_frame_equal(normalize_lines([CTX], frame), normalize_lines([CTX], frame, fast=False))
 
 
+@pytest.mark.parametrize("line", READ)
+def test_a_line_alone_normalises_as_the_general_path(line):
+    """A frame of one line: its text may be all of an Arrow buffer, shorter than the bytes a shape reads."""
+    for file_format in FORMATS:
+        frame = _frame([line], file_format)
+        assert_frame_equal(normalize_lines([CTX], frame), normalize_lines([CTX], frame, fast=False))
+
+
 def test_the_edge_lines_that_fit_a_shape_are_read_and_the_others_left():
     """Each edge line under each format: the ones of READ fit a shape of one of them, those of LEFT of none."""
     _, left = read_fixed_formats(pl.concat([_frame(READ + LEFT, f) for f in FORMATS]).with_row_index("_row"))
