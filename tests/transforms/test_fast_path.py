@@ -39,6 +39,8 @@ READ = [
     "3: [rank3]:[E1129 01:00:00.123456 a.cc:1]",
     "   7:  [2026-11-29 01:00:00] iteration 1 | padded",
     " " * 40 + "7: [2026-11-29 01:00:00] padded past the head fixed_positions.py reads",
+    " " * 90 + "3: [rank3]:[E1129 01:00:00.123456 a.cc:1] padded past the head",
+    "3: [rank3]:[E1129 01:00:00.123456123 " + "a" * 60 + ".cc:1] file name past the head",
     "3: [2026-02-30 01:00:00] no such day",
     "3: [2024-02-29 23:59:59] leap day",
     "1234567: [1999-12-31 00:00:00] digits: seven, μ",
