@@ -15,6 +15,7 @@ import posixpath
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -287,11 +288,11 @@ def run_nights(config: Config, days: Sequence[date], catalog: str | None = None,
     Start-up and catalog discovery are paid once for all nights; the warehouse's nightly lock is held throughout,
     named by the first night's run."""
     summaries = []
-    with locked_nights(config, days, catalog, force, shards) as plans:
+    with locked_nights(config, days, catalog, force, shards) as plans, ShardWorkers() as workers:
         for plan in plans:
             claim_results(config, plan.run_id)
             try:
-                urls, failures = _run_shards(plan, config)
+                urls, failures = _run_shards(plan, config, workers)
             except BaseException:  # interrupted or failed before the load: no shard folders are left behind in the lake
                 remove_run_folder(config, plan.run_id)
                 raise
@@ -301,33 +302,60 @@ def run_nights(config: Config, days: Sequence[date], catalog: str | None = None,
     return summaries
 
 
-# Below this many attempts a second process costs more (interpreter start and imports, ~3 s) than it saves.
+# Below this many attempts a second process costs more (interpreter start and imports, ~1 CPU-s) than it saves.
 _PARALLEL_MIN_ATTEMPTS = 16
 
 
-def _run_shards(plan: Plan, config: Config) -> tuple[list[str], list[dict]]:
-    """The shards on every core (one process each, spawned: no state leaks between them, and ended with this
-    process); a shard whose process dies becomes failure rows for its attempts, the others go on."""
-    workers = min(os.cpu_count() or 1, len(plan.shards))
+class ShardWorkers:
+    """The run's shard processes (one per core, spawned: no state leaks from the parent), started on the first night
+    that needs them and kept for the following nights, so a backfill pays their start-up and imports once; replaced
+    after one of them died."""
+
+    def __init__(self):
+        self.pool: ProcessPoolExecutor | None = None
+
+    def get(self) -> ProcessPoolExecutor:
+        if self.pool is None:
+            self.pool = process_pool(os.cpu_count() or 1)
+        return self.pool
+
+    def close(self, cancel_futures: bool = False) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=cancel_futures)
+            self.pool = None
+
+    def __enter__(self) -> "ShardWorkers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close(cancel_futures=exc[0] is not None)
+
+
+def _run_shards(plan: Plan, config: Config, workers: ShardWorkers) -> tuple[list[str], list[dict]]:
+    """The shards on every core; a shard whose process dies becomes failure rows for its attempts, the others go on."""
     urls, failures = [], []
     with progress.stage(f"nightly {plan.run_date}: land + attribute", total=len(plan.todo)) as done:
-        if workers <= 1 or len(plan.todo) < _PARALLEL_MIN_ATTEMPTS:
+        # a small night runs in this process unless the run's workers are up already
+        small = len(plan.shards) <= 1 or len(plan.todo) < _PARALLEL_MIN_ATTEMPTS
+        if (os.cpu_count() or 1) <= 1 or small and workers.pool is None:
             for i, shard in enumerate(plan.shards):
                 urls.append(run_shard(i, shard, config, plan.run_id))
                 done.advance(len(shard), sum(c.log_bytes for c in shard))
             return urls, failures
-        with process_pool(workers) as pool:
-            futures = [pool.submit(run_shard, i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)]
-            try:
-                for shard, future in zip(plan.shards, futures):
-                    try:
-                        urls.append(future.result())
-                    except Exception as e:  # noqa: BLE001 - a lost worker (out of memory, killed) fails its shard only
-                        failures.extend(shard_failure_rows(shard, e))
-                    done.advance(len(shard), sum(c.log_bytes for c in shard))
-            except BaseException:  # interrupted: drop the shards not started instead of waiting for them
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+        pool = workers.get()
+        futures = [pool.submit(run_shard, i, shard, config, plan.run_id) for i, shard in enumerate(plan.shards)]
+        try:
+            for shard, future in zip(plan.shards, futures):
+                try:
+                    urls.append(future.result())
+                except Exception as e:  # noqa: BLE001 - a lost worker (out of memory, killed) fails its shard only
+                    failures.extend(shard_failure_rows(shard, e))
+                    if isinstance(e, BrokenExecutor):  # the pool is unusable now: the next night starts a new one
+                        workers.close()
+                done.advance(len(shard), sum(c.log_bytes for c in shard))
+        except BaseException:  # interrupted: drop the shards not started instead of waiting for them
+            workers.close(cancel_futures=True)
+            raise
     return urls, failures
 
 

@@ -14,6 +14,7 @@ from firstfault.connectors.catalog import Candidate, catalog_patterns, discover,
 from firstfault.nightly import make_shards, run_nightly
 from firstfault.schema import ATTEMPT_TABLES
 from firstfault.warehouse.store import connect_writer
+from firstfault.workers import process_pool
 
 DAY = "2026-11-29"
 
@@ -208,11 +209,14 @@ def test_backfill_since_until_runs_each_night_once_with_one_discovery(tmp_path, 
     catalog = make_catalog(tmp_path, ["headline", "cuda-oom", "success", "python-exception"])
     set_end(catalog / "success" / "attempt.yaml", "2026-11-30T00:30:00Z")
     set_end(catalog / "python-exception" / "attempt.yaml", "2026-12-01T05:00:00Z")
-    listed = []
+    listed, pools = [], []
     monkeypatch.setattr("firstfault.connectors.catalog.list_specs", lambda patterns, real=list_specs: listed.append(1) or real(patterns))
+    monkeypatch.setattr("firstfault.nightly._PARALLEL_MIN_ATTEMPTS", 1)  # every night's shards go to worker processes
+    monkeypatch.setattr("firstfault.nightly.process_pool", lambda workers, real=process_pool: pools.append(workers) or real(workers))
     flags = ["--catalog", str(catalog), "--lake", str(tmp_path / "lake"), "--prefect", "never"]
     assert main(["nightly", "--since", "2026-11-28", "--until", "2026-12-01", *flags, "--warehouse", str(tmp_path / "all.duckdb")]) == 0
     assert len(listed) == 1  # the catalog is read once for every night
+    assert len(pools) == 1  # and the shard processes are started once for every night
     runs = query(str(tmp_path / "all.duckdb"), "SELECT run_date, found, attempts FROM runs ORDER BY run_date")
     assert runs == [("2026-11-28", 0, 0), ("2026-11-29", 2, 2), ("2026-11-30", 1, 1), ("2026-12-01", 1, 1)]
     assert capsys.readouterr().out.count("nightly 2026-") == 4
