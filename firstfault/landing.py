@@ -90,6 +90,8 @@ class LandingResult:
     event_rows: int = 0
     metric_rows: int = 0
     reports: list[dict] = field(default_factory=list)
+    # its tables other than `logs` (what the rule pass reads) as written, when the landing was asked to keep them
+    tables: dict[str, pa.Table] = field(default_factory=dict)
 
 
 def land_attempt(ctx: AttemptContext, lake: Lake, patterns: list[Pattern], settings: LandingSettings = LandingSettings(),
@@ -118,14 +120,17 @@ class _LogsLanded:
 
 def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pattern], settings: LandingSettings = LandingSettings(),
                   sources: Sequence[SourceConnector] = (),
-                  on_error: Callable[[AttemptContext, Exception], None] | None = None, part_workers: int = 1) -> list[LandingResult]:
+                  on_error: Callable[[AttemptContext, Exception], None] | None = None, part_workers: int = 1,
+                  keep_bytes: int = 0) -> list[LandingResult]:
     """Land several attempts: the logs of all of them in one pass (a normalisation plan costs ~40 ms to run
     whatever its size, so units of lines span attempts), then the events of all of them in one extraction, then
     the rest of each attempt. With `part_workers` > 1, big application logs are cut into parts landed by that many
     processes (`[landing] part_bytes`). Each attempt's files are written as a new generation that becomes readable,
     and replaces the earlier one, only once all of them are written (`Lake.commit`). An attempt that fails is
     handed to `on_error` and left out of the results, its earlier landing still readable; without `on_error` the
-    error propagates."""
+    error propagates. With `keep_bytes` > 0 each result also holds the rule pass's input tables it wrote
+    (`tables`), as long as those of all of them stay within that many bytes; beyond it none does (bounded memory:
+    the rule pass then reads the lake)."""
     generation = new_generation()
 
     def isolate(ctx: AttemptContext, step: Callable[[], Any]) -> Any:
@@ -141,12 +146,16 @@ def land_attempts(ctxs: Sequence[AttemptContext], lake: Lake, patterns: list[Pat
     scan = _Scan.of(patterns)
     resolved = [x for ctx in ctxs if (x := isolate(ctx, lambda: _resolve(ctx, generation, lake, sources, settings))) is not None]
     landed = _land_logs_together(resolved, lake, scan, settings, isolate, part_workers)
-    results = []
+    results, kept = [], 0
     for group in _extraction_groups(landed):
         _extract_together(group, scan, isolate)
         for item in group:  # written now: a group's events are not held while the next group is extracted
-            if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake, settings)):
+            if item.events is not None and isolate(item.ctx, lambda: _land_rest(item, lake, settings, keep=kept < keep_bytes)):
                 results.append(item.result)
+                kept += sum(t.nbytes for t in item.result.tables.values()) if item.result.tables else keep_bytes + 1
+    if kept > keep_bytes:  # one attempt's were not kept, or all of them are too big: the rule pass reads the lake
+        for r in results:
+            r.tables = {}
     return results
 
 
@@ -409,21 +418,31 @@ def _glob_limits(settings: LandingSettings) -> GlobLimits:
     return GlobLimits(settings.max_glob_files, settings.glob_seconds)
 
 
-def _land_rest(item: _LogsLanded, lake: Lake, settings: LandingSettings) -> bool:
+def _land_rest(item: _LogsLanded, lake: Lake, settings: LandingSettings, keep: bool = False) -> bool:
+    """The attempt's tables other than `logs`, written and committed; with `keep` they stay on its result too, unless
+    its events are more than one batch (held whole, they would be copied twice)."""
     ctx, result, files = item.ctx, item.result, item.files
     metrics = _land_metrics(ctx, result, _glob_limits(settings))
     events = _events(item.take_events(), metrics, {f.uri: f.origin for f in files if f.origin})
     fr_entries, fr_events = _land_flight_recorder(ctx, result, len(files), _glob_limits(settings))
-    schema, day, key, generation = EVENTS_ARROW_SCHEMA, ctx.day, ctx.attempt_key, item.generation
+    day, key, generation = ctx.day, ctx.attempt_key, item.generation
+    event_batches = _event_batches(events, fr_events, EVENTS_ARROW_SCHEMA)
+    keep = keep and events.height + fr_events.height <= _EVENT_ROWS_PER_BATCH
+    tables = {
+        "events": pa.Table.from_batches(list(event_batches), EVENTS_ARROW_SCHEMA) if keep else event_batches,
+        "progress": item.progress.table().to_arrow().cast(PROGRESS_SCHEMA),
+        "flight_recorder": fr_entries,
+        "metrics": metrics,
+        "context": context_table(ctx, logged_gpu_model=item.gpu_model),
+        "connector_reports": pa.Table.from_pylist(result.reports, CONNECTOR_REPORT_SCHEMA),
+    }
+    schemas = {"events": EVENTS_ARROW_SCHEMA, "progress": PROGRESS_SCHEMA, "context": CONTEXT_SCHEMA,
+               "connector_reports": CONNECTOR_REPORT_SCHEMA, "flight_recorder": fr_entries.schema, "metrics": metrics.schema}
     with stage("parquet"):
-        result.event_rows = lake.write("events", day, key, _event_batches(events, fr_events, schema), schema, generation)
-        lake.write("progress", day, key, item.progress.table().to_arrow().cast(PROGRESS_SCHEMA), PROGRESS_SCHEMA, generation)
-        lake.write("flight_recorder", day, key, fr_entries, fr_entries.schema, generation)
-        result.metric_rows = lake.write("metrics", day, key, metrics, metrics.schema, generation)
-        lake.write("context", day, key, context_table(ctx, logged_gpu_model=item.gpu_model), CONTEXT_SCHEMA, generation)
-        lake.write("connector_reports", day, key, pa.Table.from_pylist(result.reports, CONNECTOR_REPORT_SCHEMA),
-                   CONNECTOR_REPORT_SCHEMA, generation)
+        rows = {name: lake.write(name, day, key, table, schemas[name], generation) for name, table in tables.items()}
         lake.commit(day, key, generation)  # readable now, and the earlier landing's files go
+    result.event_rows, result.metric_rows = rows["events"], rows["metrics"]
+    result.tables = tables if keep else {}
     return True
 
 

@@ -163,6 +163,10 @@ def claim_results(config: Config, run_id: str) -> None:
         f.write(owner)
 
 
+# a shard's landed rule inputs kept in memory for its rule pass, at most (more: the rule pass reads them from the lake)
+_KEPT_BYTES = 64 << 20
+
+
 def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_id: str) -> str:
     """Land and attribute one shard, one attempt's failure never the shard's; write the result tables and the
     failures as Parquet under <lake>/results/run=<run_id>/shard=<index>/ and return that folder's URL."""
@@ -177,19 +181,20 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
     def land_failed(ctx, e: Exception) -> None:  # corrupt input, connector error
         failures.append(run_failure(ctx.attempt_id, ctx.spec_uri, "land", describe(e)))
 
-    # shards already run side by side, so the attempts of one shard are landed in this process
-    landed_ids = {r.attempt_id for r in land(contexts, config, on_error=land_failed, parallel=False)}
-    landed = [ctx for ctx in contexts if ctx.attempt_id in landed_ids]
+    # shards already run side by side, so the attempts of one shard are landed in this process; the rule pass
+    # takes the tables just landed from memory rather than from the lake (when they are small enough to keep)
+    tables = {r.attempt_id: r.tables for r in land(contexts, config, on_error=land_failed, parallel=False, keep_bytes=_KEPT_BYTES)}
+    landed = [ctx for ctx in contexts if ctx.attempt_id in tables]
     fingerprints = {c.attempt_id: c.fingerprint for c in candidates}
     rules = load_rule_set(config)
     parts = []
     if landed:
         try:
-            parts.append(attribute(landed, config, rules, fingerprints=fingerprints).tables)
+            parts.append(attribute(landed, config, rules, fingerprints=fingerprints, landed=tables).tables)
         except Exception:  # noqa: BLE001 - find the attempt that breaks it; attribute the others one by one
             for ctx in landed:
                 try:
-                    parts.append(attribute([ctx], config, rules, fingerprints=fingerprints).tables)
+                    parts.append(attribute([ctx], config, rules, fingerprints=fingerprints, landed=tables).tables)
                 except Exception as e:  # noqa: BLE001
                     failures.append(run_failure(ctx.attempt_id, ctx.spec_uri, "attribute", describe(e)))
     for f in failures:

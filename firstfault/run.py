@@ -54,12 +54,13 @@ class AttributionTables:
 
 
 def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Sequence[Path] | None = None, *,
-         on_error: Callable[[AttemptContext, Exception], None] | None = None, parallel: bool = True) -> list[LandingResult]:
+         on_error: Callable[[AttemptContext, Exception], None] | None = None, parallel: bool = True,
+         keep_bytes: int = 0) -> list[LandingResult]:
     """Land every attempt. Big inputs use several processes (each attempt is landed whole by one of them) unless
     `parallel` is off (the caller already runs on every core); small ones are landed together, which shares
     the fixed cost of event extraction. `on_error(ctx, exc)` receives each attempt that fails (then left out);
     without it the first failure propagates. `pattern_dirs` (default: the config's `[patterns] dirs`) are merged
-    after the built-in patterns."""
+    after the built-in patterns. `keep_bytes`: see `land_attempts` (one process only)."""
     dirs = config.patterns.dirs if pattern_dirs is None else pattern_dirs
     try:
         patterns = load_patterns([Path(d) for d in dirs])
@@ -71,7 +72,7 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
     if workers <= 1:  # one process lands them; a big application log is landed in parts by one process per core
         lake = Lake(config.lake.root, config.lake.storage_options())
         part_workers = (config.landing.workers or os.cpu_count() or 1) if parallel else 1
-        return _logged(land_attempts(contexts, lake, patterns, config.landing, sources, on_error, part_workers), lake)
+        return _logged(land_attempts(contexts, lake, patterns, config.landing, sources, on_error, part_workers, keep_bytes), lake)
     # big inputs only get here: worth a progress line, and their sizes were just listed to choose the workers
     with progress.stage("land", total=len(contexts)) as landed, process_pool(workers) as pool:
         futures = [pool.submit(_land_one, ctx, config, patterns, sources) for ctx in contexts]
@@ -113,16 +114,17 @@ def _landing_workers(attempts: int, total_bytes: int, settings) -> int:
 
 def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet | None = None,
               history: Sequence[dict] | None = None, fingerprints: dict[str, str | None] | None = None,
-              warm: WarmRulePass | None = None) -> AttributionTables:
+              warm: WarmRulePass | None = None, landed: dict[str, dict[str, pa.Table]] | None = None) -> AttributionTables:
     """Run every rule of `rules` (default: the config's, loaded now) over the landed events of all `contexts` in one
     DuckDB pass, on `warm`'s connection when given (made from the same config and rules). `history` (rows of
     HISTORY_COLUMNS) replaces the warehouse as the record of earlier attempts when given (fixtures); otherwise the
-    warehouse is read when it exists."""
+    warehouse is read when it exists. `landed` (the landing's kept `tables` by attempt id) spares reading the lake
+    again when it holds every one of `contexts`."""
     lake = Lake(config.lake.root, config.lake.storage_options())
     rules = rules or load_rule_set(config)
     version = rules.version
     with warm.connection() if warm else fresh_rule_pass(config.attribution, version, lake_filesystem(lake)) as con:
-        _register_lake(con, lake, contexts)
+        _register_lake(con, lake, contexts, landed or {})
         register_history(con, config, history)
         run_rules(con, rules.rules)
         tables = {
@@ -180,11 +182,19 @@ def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Seque
     con.unregister("history_warehouse")
 
 
-def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequence[AttemptContext]) -> None:
+def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequence[AttemptContext],
+                   landed: dict[str, dict[str, pa.Table]]) -> None:
     # tables, not views: every rule reads them, and a view re-reads the shard's Parquet files for each rule
     # (attribute took twice as long)
+    ids = list(dict.fromkeys(ctx.attempt_id for ctx in contexts))
+    in_memory = all(landed.get(i) for i in ids)
     for table, view in (("events", "events_all"), ("progress", "progress"), ("context", "attempts_raw"), ("connector_reports", "reports"),
                         ("metrics", "metrics"), ("flight_recorder", "flight_recorder")):
+        if in_memory:  # the rows just written, in the order the lake's files would give them
+            con.register("landed_rows", pa.concat_tables([landed[i][table] for i in ids], promote_options="permissive"))
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {view} AS SELECT * FROM landed_rows")
+            con.unregister("landed_rows")
+            continue
         files = lake.partition_files(table, [(ctx.day, ctx.attempt_key) for ctx in contexts])
         if not files:
             raise FileNotFoundError(f"nothing landed in {lake.root}/{table} for the requested attempts")
