@@ -2,10 +2,11 @@
 its own time zone, window, nodes, rank map and per-file clocks."""
 import polars as pl
 
-from firstfault.config import LandingSettings
+from firstfault.config import Config, LakeSettings, LandingSettings, WarehouseSettings
 from firstfault.lake import Lake
 from firstfault.connectors.static_context import context_from_dict
 from firstfault.landing import land_attempt, land_attempts
+from firstfault.run import attribute
 from firstfault.transforms.extract import load_patterns
 
 APPLOG = [
@@ -110,3 +111,22 @@ def _candidates(rows: int):
     frames = SpillingFrames(LINE_SCHEMA, 1 << 20)
     frames.add(pl.DataFrame({"raw": ["x"] * rows}).with_columns(*[pl.lit(None, t).alias(c) for c, t in LINE_SCHEMA.items() if c != "raw"]))
     return frames
+
+
+def test_kept_tables_are_what_the_lake_holds_and_the_rule_pass_reads_them_alike(tmp_path):
+    """With `keep_bytes` each result holds the rule pass's input tables as written; over the budget none does."""
+    ctxs = [attempt(tmp_path, "utc", "UTC", ["node-a", "node-b"]), attempt(tmp_path, "berlin", "Europe/Berlin", ["node-b"])]
+    config = Config(lake=LakeSettings(root=str(tmp_path / "lake")), warehouse=WarehouseSettings(path=str(tmp_path / "wh.duckdb")))
+    lake = Lake(config.lake.root)
+    results = land_attempts(ctxs, lake, load_patterns(), keep_bytes=64 << 20)
+    tables = {r.attempt_id: r.tables for r in results}
+    for ctx in ctxs:
+        assert sorted(tables[ctx.attempt_id]) == sorted(["events", "progress", "context", "connector_reports", "metrics", "flight_recorder"])
+        for name, table in tables[ctx.attempt_id].items():
+            assert pl.from_arrow(table).to_dicts() == landed(lake, ctx, name), name
+    from_memory, from_lake = attribute(ctxs, config, landed=tables).tables, attribute(ctxs, config).tables
+    assert from_memory.keys() == from_lake.keys()
+    for name in from_lake:
+        assert from_memory[name].equals(from_lake[name]), name
+    assert all(not r.tables for r in land_attempts(ctxs, lake, load_patterns(), keep_bytes=1))
+    assert all(not r.tables for r in land_attempts(ctxs, lake, load_patterns()))
