@@ -36,7 +36,8 @@ from firstfault.connectors.catalog import (
 from firstfault.connectors.static_context import load_static_context
 from firstfault.errors import BadInput, describe
 from firstfault.lake import Lake
-from firstfault.run import attribute, land, load_rule_set
+from firstfault.run import attribute, lake_filesystem, land, load_rule_set
+from firstfault.rules_sql.prepared import WarmRulePass
 from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA, run_failure
 from firstfault.warehouse.fleet import rebuild
 from firstfault.warehouse.night_lock import nightly_lock
@@ -187,14 +188,15 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
     landed = [ctx for ctx in contexts if ctx.attempt_id in tables]
     fingerprints = {c.attempt_id: c.fingerprint for c in candidates}
     rules = load_rule_set(config)
+    warm = _warm_rule_pass(config, rules.version)
     parts = []
     if landed:
         try:
-            parts.append(attribute(landed, config, rules, fingerprints=fingerprints, landed=tables).tables)
+            parts.append(attribute(landed, config, rules, fingerprints=fingerprints, warm=warm, landed=tables).tables)
         except Exception:  # noqa: BLE001 - find the attempt that breaks it; attribute the others one by one
             for ctx in landed:
                 try:
-                    parts.append(attribute([ctx], config, rules, fingerprints=fingerprints, landed=tables).tables)
+                    parts.append(attribute([ctx], config, rules, fingerprints=fingerprints, warm=warm, landed=tables).tables)
                 except Exception as e:  # noqa: BLE001
                     failures.append(run_failure(ctx.attempt_id, ctx.spec_uri, "attribute", describe(e)))
     for f in failures:
@@ -210,6 +212,18 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
             _write(lake, posixpath.join(folder, f"{name}.parquet"), table)
     _write(lake, posixpath.join(folder, "failures.parquet"), pa.Table.from_pylist(failures, schema=RUN_FAILURE_SCHEMA))
     return lake.fs.unstrip_protocol(folder)
+
+
+_WARM: dict[tuple, WarmRulePass] = {}
+
+
+def _warm_rule_pass(config: Config, version: str) -> WarmRulePass:
+    """This process's rule pass connection, its reference tables registered once for every shard it runs."""
+    lake = _lake(config)
+    key = (repr(config.attribution), version, config.lake.root, repr(config.lake.storage_options()))
+    if key not in _WARM:
+        _WARM[key] = WarmRulePass(config.attribution, version, lake_filesystem(lake))
+    return _WARM[key]
 
 
 def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: str = "nightly",
