@@ -124,7 +124,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet
     rules = rules or load_rule_set(config)
     version = rules.version
     with warm.connection() if warm else fresh_rule_pass(config.attribution, version, lake_filesystem(lake)) as con:
-        _register_lake(con, lake, contexts, landed or {})
+        _register_lake(con, lake, contexts, landed)
         register_history(con, config, history)
         run_rules(con, rules.rules)
         tables = {
@@ -183,11 +183,11 @@ def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Seque
 
 
 def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequence[AttemptContext],
-                   landed: dict[str, dict[str, pa.Table]]) -> None:
+                   landed: dict[str, dict[str, pa.Table]] | None = None) -> None:
     # tables, not views: every rule reads them, and a view re-reads the shard's Parquet files for each rule
     # (attribute took twice as long)
     ids = list(dict.fromkeys(ctx.attempt_id for ctx in contexts))
-    in_memory = all(landed.get(i) for i in ids)
+    in_memory = landed is not None and all(landed.get(i) for i in ids)
     for table, view in (("events", "events_all"), ("progress", "progress"), ("context", "attempts_raw"), ("connector_reports", "reports"),
                         ("metrics", "metrics"), ("flight_recorder", "flight_recorder")):
         if in_memory:  # the rows just written, in the order the lake's files would give them

@@ -133,8 +133,8 @@ def _attribute_in_row_order(contexts, config, history, order: int, monkeypatch) 
     hand rows to an aggregate in whatever order they finish: an order-dependent pick shows up here)."""
     register = run._register_lake
 
-    def reordered(con, lake, ctxs):
-        register(con, lake, ctxs)
+    def reordered(con, lake, ctxs, landed=None):
+        register(con, lake, ctxs, landed)
         for name in INPUT_RELATIONS:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name} ORDER BY hash({name}::VARCHAR, {order})")
         con.execute("CREATE OR REPLACE TEMP TABLE attempts AS SELECT *, strftime(start_ts, '%Y-%m-%d') AS day FROM attempts_raw")
