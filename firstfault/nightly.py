@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import posixpath
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -218,9 +219,10 @@ _WARM: dict[tuple, WarmRulePass] = {}
 
 
 def _warm_rule_pass(config: Config, version: str) -> WarmRulePass:
-    """This process's rule pass connection, its reference tables registered once for every shard it runs."""
+    """This thread's rule pass connection, its reference tables registered once for every shard it runs (per thread:
+    Prefect's thread pool runs shards side by side, and a warm pass lends its connection to one run at a time)."""
     lake = _lake(config)
-    key = (repr(config.attribution), version, config.lake.root, repr(config.lake.storage_options()))
+    key = (threading.get_ident(), repr(config.attribution), version, config.lake.root, repr(config.lake.storage_options()))
     if key not in _WARM:
         _WARM[key] = WarmRulePass(config.attribution, version, lake_filesystem(lake))
     return _WARM[key]
