@@ -72,6 +72,8 @@ FLEET_PROFILE = {
     "max_job_nodes": 0,
     "metrics": False,
     "requeue_share": 0.0,
+    "job_sizes": None,
+    "kernel_pad_bytes": 0,
 }
 #: what the profile's attempts write unpadded, on average (256 nodes); padding brings an attempt to its share of --gb
 UNPADDED_BYTES_PER_ATTEMPT = 120_000

@@ -100,8 +100,13 @@ def _fleet(rng: random.Random, n: int, lemons: int = 2) -> Fleet:
     return Fleet(nodes, topology, picks[:lemons], picks[-1])
 
 
-def _job_size(rng: random.Random, limit: int) -> int:
-    size = rng.choices([1, 2, 4, 8, 16, 32, 64], weights=[18, 30, 22, 14, 8, 5, 3])[0]
+#: nodes per job -> weight, when `simulate` is given no `job_sizes`
+JOB_SIZES = {1: 18, 2: 30, 4: 22, 8: 14, 16: 8, 32: 5, 64: 3}
+
+
+def _job_size(rng: random.Random, limit: int, sizes: dict[int, float] | None = None) -> int:
+    sizes = sizes or JOB_SIZES
+    size = rng.choices(list(sizes), weights=list(sizes.values()))[0]
     return max(1, min(size, limit))
 
 
@@ -411,10 +416,50 @@ def _pad(s: Scenario, rng: random.Random, target: int) -> None:
         written += len(text) + 1
 
 
+@dataclass(frozen=True)
+class _Padding:
+    """Bytes of benign lines added to each attempt's application log and to each of its nodes' kernel logs."""
+    app_bytes: int
+    kernel_bytes: int
+
+
+#: benign system chatter of a node's kernel log (syslog as journald forwards it): none of it an extraction trigger
+KERNEL_CHATTER = (
+    "systemd[1]: Started Session {n} of User root.",
+    "systemd-logind[1456]: New session {n} of user slurm.",
+    "systemd-logind[1456]: Removed session {n}.",
+    'audit: type=1400 audit(1762164672.{ms:03d}:{n}): apparmor="STATUS" operation="profile_replace" profile="unconfined" name="nvidia_modprobe" pid={pid} comm="apparmor_parser"',
+    "kauditd_printk_skb: {k} callbacks suppressed",
+    "perf: interrupt took too long (2503 > 2500), lowering kernel.perf_event_max_sample_rate to 79750",
+    "docker0: port 1(veth{h:07x}) entered forwarding state",
+    "CRON[{pid}]: (root) CMD (/usr/lib/prometheus-node-exporter/textfile.sh > /dev/null)",
+    "chronyd[1122]: Selected source 10.0.0.2 (ntp1.cluster.local)",
+    "rsyslogd: imjournal: {n} messages lost due to rate-limiting",
+    "sshd[{pid}]: Accepted publickey for slurm from 10.0.0.1 port {port} ssh2: ED25519 SHA256:q8Zk3",
+    "sshd[{pid}]: pam_unix(sshd:session): session opened for user slurm(uid=990) by (uid=0)",
+    "slurmd[2210]: launch task StepId={n}.0 request from UID:1000 GID:1000 HOST:10.0.0.1 PORT:{port}",
+)
+
+
+def _pad_kernels(s: Scenario, rng: random.Random, target: int) -> None:
+    """Benign chatter in every node's kernel log until it holds roughly `target` more bytes, placed before any
+    injected fault (faults fall at 50-90 % of the run, as for _pad)."""
+    span = (s.end - s.start).total_seconds()
+    lo, hi = 60.0, max(61.0, span * 0.45)
+    for node in s.nodes:
+        written = 0
+        while written < target:
+            text = rng.choice(KERNEL_CHATTER).format(n=rng.randrange(10**6), ms=rng.randrange(1000), pid=rng.randrange(10**6),
+                                                     k=rng.randrange(2, 40), h=rng.getrandbits(28), port=rng.randrange(32768, 61000))
+            s.kern(node, s.start + timedelta(seconds=rng.uniform(lo, hi)), text)
+            written += len(text) + 45  # the stamp, node and monotonic clock a syslog line carries besides the text
+
+
 def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: int = 7, seed: int = 0,
              lines: tuple[int, int] = (150, 1500), lemons: int = 2, lemon_share: float = 0.25,
              bad_port_share: float = 0.5, weights: dict[str, float] | None = None, pad_bytes: int = 0,
-             max_job_nodes: int = 0, metrics: bool = False, requeue_share: float = 0.0) -> Path:
+             max_job_nodes: int = 0, metrics: bool = False, requeue_share: float = 0.0,
+             job_sizes: dict[int, float] | None = None, kernel_pad_bytes: int = 0) -> Path:
     """Write a simulated fleet under `out`; return the path of truth.jsonl.
 
     Repeat offenders: `lemons` lemon nodes take a hardware fault's blame with probability `lemon_share`; the node
@@ -425,14 +470,16 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
     small jobs make small, fast fleets for tests). `metrics` writes each attempt's metrics file (synthetic/metrics.py:
     GPU temperature, Xid, ECC and NVLink counters, IB link counters, moved by the injected hardware and link faults).
     `requeue_share` is the share of failed jobs that Slurm's requeue or a restart script runs again (attempts 1, 2,
-    ..., each with its own truth row; see `_requeue`). The defaults (no metrics, no requeues) reproduce the original
-    fleets exactly: those options draw from random streams of their own. An interrupted or failed run into a new
+    ..., each with its own truth row; see `_requeue`). `job_sizes` (nodes -> weight) replaces JOB_SIZES, the mix of
+    job sizes. `kernel_pad_bytes` pads each node's kernel log with ~that many bytes of benign system chatter (real
+    fleets: many kernel logs of some 20 KB each). The defaults (no metrics, no requeues, no kernel padding)
+    reproduce the original fleets exactly: those options draw from random streams of their own. An interrupted or failed run into a new
     folder removes it: nothing half-written is left to be mistaken for a fleet."""
     out = Path(out)
     fresh = not out.exists()
     try:
-        return _write_fleet(out, nodes, attempts, days, seed, lines, lemons, lemon_share, bad_port_share, weights, pad_bytes,
-                            max_job_nodes, metrics, requeue_share)
+        return _write_fleet(out, nodes, attempts, days, seed, lines, lemons, lemon_share, bad_port_share, weights,
+                            _Padding(pad_bytes, kernel_pad_bytes), max_job_nodes, metrics, requeue_share, job_sizes)
     except BaseException:
         if fresh:
             shutil.rmtree(out, ignore_errors=True)
@@ -440,8 +487,8 @@ def simulate(out: str | Path, *, nodes: int = 256, attempts: int = 500, days: in
 
 
 def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lines: tuple[int, int], lemons: int,
-                 lemon_share: float, bad_port_share: float, weights: dict[str, float] | None, pad_bytes: int,
-                 max_job_nodes: int, metrics: bool, requeue_share: float) -> Path:
+                 lemon_share: float, bad_port_share: float, weights: dict[str, float] | None, padding: _Padding,
+                 max_job_nodes: int, metrics: bool, requeue_share: float, job_sizes: dict[int, float] | None) -> Path:
     rng = random.Random(seed)
     pad_rng = random.Random(f"pad-{seed}")  # its own stream: padding never shifts the faults of a seed
     fleet = _fleet(rng, nodes, lemons)
@@ -462,7 +509,7 @@ def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lin
     for i in range(attempts):
         written.advance()
         kind = rng.choices(kinds, weights)[0]
-        size = _job_size(rng, max_job_nodes or nodes)
+        size = _job_size(rng, max_job_nodes or nodes, job_sizes)
         if kind in NEEDS_PEERS:
             size = max(size, 2)
         job_nodes = sorted(rng.sample(fleet.nodes, min(size, nodes)))
@@ -481,7 +528,7 @@ def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lin
         start = start.replace(microsecond=0)
         end = start + timedelta(minutes=rng.uniform(30, 240))
         job = Job(f"job-{i:05d}", job_nodes, gpu_model)
-        first, end = _write_attempt(out, job, 0, kind, culprit, second, start, end, rng, lines, pad_rng, pad_bytes, metrics, seed)
+        first, end = _write_attempt(out, job, 0, kind, culprit, second, start, end, rng, lines, pad_rng, padding, metrics, seed)
         truth_lines.append(first)
         requeues = random.Random(f"requeue-{seed}-{i}")  # its own stream: requeues never shift the first attempts
         if requeues.random() < requeue_share:
@@ -493,7 +540,7 @@ def _write_fleet(out: Path, nodes: int, attempts: int, days: int, seed: int, lin
 
 
 def _write_attempt(out: Path, job: Job, attempt: int, kind: str, culprit: str, second: str | None, start: datetime,
-                   end: datetime, rng: random.Random, lines: tuple[int, int], pad_rng: random.Random, pad_bytes: int,
+                   end: datetime, rng: random.Random, lines: tuple[int, int], pad_rng: random.Random, padding: _Padding,
                    metrics: bool, seed: int) -> tuple[dict, datetime]:
     """Inject `kind` into one attempt of `job`, write its folder; return its truth row and its end."""
     s = Scenario(job.workload, job.nodes, start, end.replace(microsecond=0), "FAILED", "1:0", kernel_format=rng.choice(KERNEL_FORMATS))
@@ -505,8 +552,10 @@ def _write_attempt(out: Path, job: Job, attempt: int, kind: str, culprit: str, s
     if kind == "success":
         over = {"state": "COMPLETED", "exit_code": "0:0"}
     _noise(s, rng, rng.randint(*lines), trains_to_end=kind == "time_limit")
-    if pad_bytes > 0:
-        _pad(s, pad_rng, pad_bytes)
+    if padding.app_bytes > 0:
+        _pad(s, pad_rng, padding.app_bytes)
+    if padding.kernel_bytes > 0:
+        _pad_kernels(s, random.Random(f"kernel-pad-{seed}-{job.workload}-{attempt}"), padding.kernel_bytes)
     for node, t in s.silent_after.items():
         s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
     day = f"{start:%Y-%m-%d}"
@@ -549,7 +598,7 @@ def _requeue(out: Path, fleet: Fleet, job: Job, failed: dict, end: datetime, rng
         second = rng.choice([n for n in job.nodes if n != culprit]) if kind == "ambiguous" else None
         start = (end + timedelta(seconds=rng.uniform(60, 600))).replace(microsecond=0)
         row, end = _write_attempt(out, job, attempt, kind, culprit, second, start, start + timedelta(minutes=rng.uniform(30, 240)),
-                                  rng, lines, rng, 0, metrics, seed)
+                                  rng, lines, rng, _Padding(0, 0), metrics, seed)
         rows.append(row)
     return rows[1:]
 

@@ -48,3 +48,14 @@ def test_attempt_benchmark_imports(monkeypatch):
 
 def test_api_benchmark_imports(monkeypatch):
     assert callable(import_benchmark("bench_api", monkeypatch).main)
+
+
+@pytest.fixture
+def bench_many_files(monkeypatch):
+    return import_benchmark("bench_many_files", monkeypatch)
+
+
+def test_many_files_profile_spells_out_every_keyword_of_simulate(bench_many_files):
+    keywords = {p.name for p in inspect.signature(simulate).parameters.values() if p.kind is p.KEYWORD_ONLY}
+    assert set(bench_many_files.MANY_FILES_PROFILE) == keywords
+    assert set(bench_many_files.MANY_FILES_PROFILE["weights"]) == set(FAULTS)

@@ -133,3 +133,20 @@ def test_metrics_and_requeues_are_attributed_by_the_nightly(tmp_path, capsys):
     assert result["confident_wrong"] == 0, result["confident_wrong_attempts"]
     metric_rules = {r["rule_id"] for r in warehouse_rows(warehouse, "SELECT DISTINCT rule_id FROM rule_hits WHERE role = 'root'")}
     assert {"dcgm_gpu_health", "ib_port_flaps"} <= metric_rules
+
+
+def test_job_sizes_and_kernel_padding_shape_many_small_files(tmp_path):
+    """The many-files shape (benchmarks/bench_many_files.py): jobs of the given sizes, every node's kernel log padded
+    to about kernel_pad_bytes with chatter that extracts no event."""
+    from firstfault.landing import events_from_lines
+    from firstfault.synthetic.simulate import KERNEL_CHATTER
+
+    simulate(tmp_path, nodes=64, attempts=6, days=1, seed=2, lines=(20, 40), job_sizes={8: 1, 12: 1},
+             kernel_pad_bytes=6_000)
+    for t in read_truth(tmp_path):
+        kernel_logs = sorted(((tmp_path / t["spec"]).parent / "kernel").glob("*.log"))
+        assert t["nodes"] in (8, 12) and len(kernel_logs) == t["nodes"]
+        assert all(log.stat().st_size > 5_000 for log in kernel_logs if log.stem not in t["culprit_nodes"])
+    chatter = [line.format(n=4711, ms=12, pid=345678, k=12, h=0x1a2b3c4, port=40123) for line in KERNEL_CHATTER]
+    assert events_from_lines([f"Nov 03 10:11:12 gpu-0001 kernel: [259434.123456] {c}" for c in chatter], "syslog",
+                             node="gpu-0001").height == 0
