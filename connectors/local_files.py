@@ -4,6 +4,7 @@ from __future__ import annotations
 import codecs
 import fnmatch
 import glob
+import io
 import os
 import posixpath
 import re
@@ -133,6 +134,11 @@ def _glob(base_uri: str, rel: str, limits: GlobLimits, deadline: float) -> tuple
     """The files a pattern matches, or none and why: its source cannot be listed (an unreachable server, an
     unknown protocol), or it went past the limits."""
     target = rel if "://" in rel or rel.startswith("/") else posixpath.join(base_uri, rel)
+    if (local := _plain_local_path(target)) is not None:  # most patterns: no filesystem object to build per node
+        try:
+            return ["file://" + p for p in _local_glob(local, limits, deadline)], None
+        except _Refused as e:
+            return [], str(e)
     try:
         fs, path = fsspec.core.url_to_fs(target)  # a remote filesystem may connect here
     except Exception as e:  # noqa: BLE001 - whatever the protocol's library raises, the source is reported
@@ -152,6 +158,17 @@ def _glob(base_uri: str, rel: str, limits: GlobLimits, deadline: float) -> tuple
     # a remote listing may name links like `%2e%2e/x`: only URLs read as the path they show are fetched
     found = ((p, fs.unstrip_protocol(p)) for p in matches)
     return [url for p, url in found if is_normal(url) and _is_file(fs, p)], None
+
+
+def _plain_local_path(target: str) -> str | None:
+    """The path of a local target that needs no normalising (absolute, no `.`/`..` or doubled slashes, no URL
+    scheme or chaining), as fsspec's local filesystem would strip it; None for any other target."""
+    path = target.removeprefix("file://")
+    if not path.startswith("/") or "://" in path or "::" in path or "//" in path or "\\" in path:
+        return None
+    if any(part in (".", "..") for part in path.split("/")) or (len(path) > 1 and path.endswith("/")):
+        return None
+    return path
 
 
 def _too_many(limits: GlobLimits) -> str:
@@ -259,6 +276,8 @@ def fingerprint(uri: str) -> str:
     """Cheap identity of a file's content version, for incremental runs: size and ETag for an object store, whose
     `info` holds other keys after a listing than after a HEAD (so fsspec's `ukey`, a hash of them, depends on what the
     process listed before); size and mtime (`ukey`) for a file system."""
+    if (local := _local_file(uri)) is not None:
+        return _LOCAL_FS.ukey(local)  # what the general path below returns for a local file, with one stat
     fs, path = fsspec.core.url_to_fs(uri)
     info = fs.info(path)
     etag = info.get("ETag") or info.get("etag")
@@ -342,24 +361,26 @@ def read_batches(uri: str, batch_bytes: int, max_line_bytes: int, max_lines: int
                 line_no += 1
                 continue
             chunk, carry = data[: cut + 1], data[cut + 1 :]
-            for part in _at_most_lines(chunk, max_lines):
+            for part, lines in _at_most_lines(chunk, max_lines):
                 yield part, line_no, 0
-                line_no += part.count(b"\n")
+                line_no += lines
     if carry:
         yield carry, line_no, 0
     if damage is not None:
         raise damage
 
 
-def _at_most_lines(chunk: bytes, max_lines: int | None) -> list[bytes]:
-    """`chunk` (whole lines) cut after every max_lines-th newline, found in one vectorized pass."""
-    if max_lines is None or chunk.count(b"\n") <= max_lines:
-        return [chunk]
+def _at_most_lines(chunk: bytes, max_lines: int | None) -> list[tuple[bytes, int]]:
+    """`chunk` (whole lines) cut after every max_lines-th newline, found in one vectorized pass; each part with its
+    number of lines."""
+    lines = chunk.count(b"\n")
+    if max_lines is None or lines <= max_lines:
+        return [(chunk, lines)]
     ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 0x0A)[max_lines - 1::max_lines] + 1
     bounds = [0, *ends.tolist()]
     if bounds[-1] < len(chunk):
         bounds.append(len(chunk))
-    return [chunk[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [(chunk[a:b], min(max_lines, lines - k * max_lines)) for k, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
 
 _READ_STEP = 1 << 20
@@ -378,7 +399,8 @@ def _open_bounded(uri: str, part: FilePart | None = None):
     check() returns a DecompressionBomb once the output exceeds RATIO_CHECKED_AFTER and MAX_COMPRESSION_RATIO times
     the compressed bytes read."""
     compression = infer_compression(uri)
-    with fsspec.open(uri, "rb") as raw:
+    local = _local_file(uri)
+    with open(local, "rb") if local is not None else fsspec.open(uri, "rb") as raw:
         if part is not None:
             raw.seek(part.start)
             yield _RangeReader(raw, part.end - part.start), lambda: None
@@ -402,15 +424,25 @@ def _open_bounded(uri: str, part: FilePart | None = None):
 
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_LOCAL_FS = fsspec.filesystem("file")
+
+
+def _local_file(uri: str) -> str | None:
+    """The path of a `file://` URL as the landing lists local files (an absolute path that needs no normalising),
+    opened without fsspec (whose per-open set-up costs more than reading a 20 KB log); None for any other URL."""
+    return _plain_local_path(uri) if uri.startswith("file:///") else None
 
 
 def _utf8(stream):
     """The stream as UTF-8: a file that starts with a UTF-16 byte order mark is decoded (Windows tools write logs
-    so), any other is read as it is."""
-    head = stream.read(2)
+    so), any other is read as it is (a buffered local file: untouched, its head peeked)."""
+    peek = getattr(stream, "peek", None) if isinstance(stream, io.BufferedReader) else None
+    head = peek(2)[:2] if peek else stream.read(2)
     if head in _UTF16_BOMS:
+        if peek:
+            stream.read(2)
         return _Utf16Reader(stream, head)
-    return _Prefixed(stream, head)
+    return stream if peek else _Prefixed(stream, head)
 
 
 class _Prefixed:

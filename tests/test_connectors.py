@@ -219,3 +219,25 @@ def test_partition_files_lists_each_day_once_and_keeps_the_requested_order(tmp_p
                                                      ["day=2026-11-01", "attempt_key=a"]]
     assert all(f.endswith(".parquet") for f in files)
     assert lake.files("events", "2026-11-01", "a") == files[2:]
+
+
+def test_local_files_read_without_fsspec_as_through_it(tmp_path):
+    """Local files are listed, fingerprinted and read without fsspec's per-file set-up, with the same results as
+    through it: URLs, fingerprints (fsspec's `ukey`), bytes and line numbers, a UTF-16 file decoded."""
+    import fsspec
+
+    from firstfault.connectors.local_files import _glob, _plain_local_path, fingerprint, GlobLimits
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.log").write_bytes(b"one\ntwo\nthree")
+    (tmp_path / "logs" / "w.log").write_bytes("x\ny\n".encode("utf-16"))
+    for rel in ("logs/*.log", "logs/a.log", "./logs/a.log", "logs//a.log", "logs/../logs/a.log"):
+        fast = _glob(str(tmp_path), rel, GlobLimits(), float("inf"))
+        fs, path = fsspec.core.url_to_fs(f"{tmp_path}/{rel}")
+        assert fast == ([fs.unstrip_protocol(p) for p in sorted(fs.glob(path))], None), rel
+    uri = f"file://{tmp_path}/logs/a.log"
+    assert _plain_local_path(uri) == f"{tmp_path}/logs/a.log" and _plain_local_path(f"file://{tmp_path}/./a") is None
+    fs, path = fsspec.core.url_to_fs(uri)
+    assert fingerprint(uri) == str(fs.ukey(path))
+    assert list(read_batches(uri, 1 << 16, 1 << 10, max_lines=2)) == [(b"one\ntwo\n", 1, 0), (b"three", 3, 0)]
+    assert b"".join(c for c, _, _ in read_batches(f"file://{tmp_path}/logs/w.log", 1 << 16, 1 << 10)) == b"x\ny\n"
