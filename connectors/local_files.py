@@ -98,6 +98,9 @@ def files_bytes(files: Sequence[LogFile]) -> int:
     total = 0
     for f in files:
         try:
+            if (local := _local_file(f.uri)) is not None:
+                total += os.path.getsize(local)
+                continue
             fs, path = fsspec.core.url_to_fs(f.uri)
             total += fs.size(path) or 0
         except OSError:
