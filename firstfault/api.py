@@ -59,7 +59,7 @@ from firstfault.errors import BadInput
 from firstfault.lake import Lake
 from firstfault.rules_sql.prepared import WarmRulePass
 from firstfault.run import lake_filesystem, load_rule_set, run_attempts
-from firstfault.warehouse.read import stored_verdicts
+from firstfault.warehouse.read import load_verdicts, stored_verdicts
 
 REQUEST = "request body"
 SCHEDULER_KEYS = ("slurm", "kueue", "scheduler")
@@ -153,12 +153,14 @@ class Attributor:
                 contexts = self._scheduled_contexts(body, scheduled)
                 for ctx in contexts:
                     check_counts(ctx, limits, REQUEST)
-            # attribution reads the history read-only: GETs go on until the write
+            # attribution reads the history read-only: GETs go on until the write; the answer is read back on the
+            # write's own connection (one open of the warehouse less per request)
+            verdicts: list[dict] = []
             run_attempts(contexts, self.config, flow="api", rules=self._rules, write_lock=self._warehouse.writing(),
-                         warm=self._rule_pass)
+                         warm=self._rule_pass,
+                         read_back=lambda con: verdicts.extend(load_verdicts(con, [c.attempt_id for c in contexts])))
         finally:
             self._attribution.release()
-        verdicts = self.verdicts([c.attempt_id for c in contexts])
         return verdicts if scheduled else verdicts[0]
 
     def stop(self, wait_s: float = 0.0) -> None:

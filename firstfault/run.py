@@ -204,19 +204,21 @@ def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequenc
     con.execute("CREATE OR REPLACE TEMP TABLE attempts AS SELECT *, strftime(start_ts, '%Y-%m-%d') AS day FROM attempts_raw")
 
 
-def store(config: Config, result: AttributionTables, flow: str, started_at: datetime, attempts: int) -> None:
-    """Replace the attempts' rows in the warehouse and record the run."""
+def store(config: Config, result: AttributionTables, flow: str, started_at: datetime, attempts: int,
+          read_back: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> None:
+    """Replace the attempts' rows in the warehouse and record the run (`read_back`: see load_attempts)."""
     run = {
         "run_id": uuid.uuid4().hex, "flow": flow, "started_at": started_at.replace(tzinfo=None),
         "finished_at": datetime.now(timezone.utc).replace(tzinfo=None), "attempts": attempts,
         "rules_version": result.rules_version, "lake_root": config.lake.root,
     }
-    load_attempts(config.warehouse.path, result.tables, run)
+    load_attempts(config.warehouse.path, result.tables, run, read_back=read_back)
     log.info("load: %d attempt%s into %s", attempts, "" if attempts == 1 else "s", config.warehouse.path)
 
 
 def run_attempts(contexts: Sequence[AttemptContext], config: Config, *, flow: str, rules: RuleSet | None = None,
-                 write_lock: AbstractContextManager = nullcontext(), warm: WarmRulePass | None = None) -> AttributionTables:
+                 write_lock: AbstractContextManager = nullcontext(), warm: WarmRulePass | None = None,
+                 read_back: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> AttributionTables:
     """The run path of an on-demand run (CLI, API, the attempt flow, the simulator): land, attribute, store.
     `write_lock` is held around the warehouse write only (the API lets readers go on while it attributes)."""
     started_at = datetime.now(timezone.utc)
@@ -224,5 +226,5 @@ def run_attempts(contexts: Sequence[AttemptContext], config: Config, *, flow: st
     with stage("rules"):
         result = attribute(contexts, config, rules, warm=warm)
     with write_lock, stage("load"):
-        store(config, result, flow, started_at, len(contexts))
+        store(config, result, flow, started_at, len(contexts), read_back)
     return result

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -78,11 +78,13 @@ def _add_struct_fields(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Source]], run: dict,
-                  failures: Sequence[dict] = (), filesystem=None) -> None:
+                  failures: Sequence[dict] = (), filesystem=None,
+                  read_back: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> None:
     """Replace every row of the attempts in `tables` (one dict of ATTEMPT_TABLES, or several: one per shard) in one
     transaction (one short write lock), and record the run and its `failures` (rows of run_failures). A table is
     Arrow, or the URL of a Parquet file that DuckDB reads itself (a nightly shard's results: no copy through
-    Python; `filesystem` is the fsspec filesystem of non-local URLs)."""
+    Python; `filesystem` is the fsspec filesystem of non-local URLs). `read_back` reads what the caller needs of
+    the stored rows on the same connection once they are committed (the API's verdicts: no second open of the file)."""
     parts = [tables] if isinstance(tables, dict) else list(tables)
     con = connect_writer(path)
     try:
@@ -111,6 +113,9 @@ def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Sour
     except Exception:
         con.execute("ROLLBACK")
         raise
+    else:
+        if read_back is not None:
+            read_back(con)
     finally:
         con.close()
 
