@@ -24,7 +24,8 @@ class AttributionSettings:
 
 @dataclass(frozen=True)
 class LandingSettings:
-    batch_bytes: int = 16 * 1024 * 1024  # two in flight, ~7x their size each while normalised: ~600 MB peak
+    batch_bytes: int = 16 * 1024 * 1024  # ~7x its size while normalised: ~600 MB peak with two in flight
+    units_in_flight: int = 2  # the next unit is normalised on the other core while one is written
     max_line_bytes: int = 64 * 1024
     batch_lines: int = 256 * 1024  # a unit's rows, whatever its bytes: 16 MB of empty lines would be 16 M rows
     workers: int = 0  # processes landing attempts in parallel; 0 = one per core when the input is big

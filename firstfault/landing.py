@@ -74,8 +74,6 @@ from firstfault.transforms.timestamps import FileClock, anchor_files
 log = logging.getLogger(__name__)
 
 CANDIDATE_COLUMNS = list(LINE_SCHEMA)
-# two units in flight; one when stage CPU is measured (stages.py)
-_NORMALIZE_THREADS = 1 if stages.ENABLED else 2
 _PIECES_PER_UNIT = 4
 # An attempt's candidate lines beyond this go to a temporary file until extraction (firstfault/spill.py).
 _CANDIDATES_IN_MEMORY = 8 << 20
@@ -614,13 +612,15 @@ def _units(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
 
 
 def _normalized_units(ctxs: list[AttemptContext], files: list[tuple[int, int, LogFile]], scan: _Scan, settings: LandingSettings):
-    """Split and normalise the units, two at a time: polars releases the GIL, so the next unit is prepared on
-    the other core while this one is written. At most two units are in flight (bounded memory)."""
+    """Split and normalise the units, `units_in_flight` at a time: polars releases the GIL, so the next unit is
+    prepared on the other core while this one is written. Memory is bounded by the units in flight; one when stage
+    CPU is measured (stages.py)."""
+    at_once = 1 if stages.ENABLED else max(1, settings.units_in_flight)
     in_flight: deque[tuple[list[_Piece], Future]] = deque()
-    with ThreadPoolExecutor(max_workers=_NORMALIZE_THREADS) as pool:
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
         for unit in _units(files, settings):
             in_flight.append((unit, pool.submit(_split_and_normalize, ctxs, files, unit, scan, settings)))
-            if len(in_flight) >= _NORMALIZE_THREADS:
+            if len(in_flight) >= at_once:
                 unit, future = in_flight.popleft()
                 yield unit, future.result()
         while in_flight:

@@ -6,7 +6,7 @@ import os
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -72,7 +72,9 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
     if workers <= 1:  # one process lands them; a big application log is landed in parts by one process per core
         lake = Lake(config.lake.root, config.lake.storage_options())
         part_workers = (config.landing.workers or os.cpu_count() or 1) if parallel else 1
-        return _logged(land_attempts(contexts, lake, patterns, config.landing, sources, on_error, part_workers, keep_bytes), lake)
+        # the caller's processes already fill the cores: a second unit in flight would only hold memory
+        settings = config.landing if parallel else replace(config.landing, units_in_flight=1)
+        return _logged(land_attempts(contexts, lake, patterns, settings, sources, on_error, part_workers, keep_bytes), lake)
     # big inputs only get here: worth a progress line, and their sizes were just listed to choose the workers
     with progress.stage("land", total=len(contexts)) as landed, process_pool(workers) as pool:
         futures = [pool.submit(_land_one, ctx, config, patterns, sources) for ctx in contexts]
@@ -97,7 +99,9 @@ def _logged(results: list[LandingResult], lake: Lake) -> list[LandingResult]:
 
 
 def _land_one(ctx: AttemptContext, config: Config, patterns, sources) -> LandingResult:
-    return land_attempt(ctx, Lake(config.lake.root, config.lake.storage_options()), patterns, config.landing, sources)
+    """One attempt in one of the pool's processes (one per core: one unit in flight each)."""
+    settings = replace(config.landing, units_in_flight=1)
+    return land_attempt(ctx, Lake(config.lake.root, config.lake.storage_options()), patterns, settings, sources)
 
 
 # Below this much input a second process costs more (interpreter and imports) than it saves.
