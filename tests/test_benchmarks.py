@@ -26,13 +26,12 @@ def bench_fleet(monkeypatch):
     return import_benchmark("bench_fleet", monkeypatch)
 
 
-def test_fleet_profile_spells_out_every_keyword_of_simulate(bench_fleet):
+@pytest.mark.parametrize("module, profile", [("bench_fleet", "FLEET_PROFILE"), ("bench_many_files", "MANY_FILES_PROFILE")])
+def test_pinned_profile_spells_out_every_keyword_of_simulate_and_weighs_every_fault(module, profile, monkeypatch):
+    pinned = getattr(import_benchmark(module, monkeypatch), profile)
     keywords = {p.name for p in inspect.signature(simulate).parameters.values() if p.kind is p.KEYWORD_ONLY}
-    assert set(bench_fleet.FLEET_PROFILE) == keywords
-
-
-def test_fleet_profile_weighs_every_fault_kind(bench_fleet):
-    assert set(bench_fleet.FLEET_PROFILE["weights"]) == set(FAULTS)
+    assert set(pinned) == keywords
+    assert set(pinned["weights"]) == set(FAULTS)
 
 
 def test_sizing_changes_only_the_attempts_and_the_padding(bench_fleet):
@@ -48,14 +47,3 @@ def test_attempt_benchmark_imports(monkeypatch):
 
 def test_api_benchmark_imports(monkeypatch):
     assert callable(import_benchmark("bench_api", monkeypatch).main)
-
-
-@pytest.fixture
-def bench_many_files(monkeypatch):
-    return import_benchmark("bench_many_files", monkeypatch)
-
-
-def test_many_files_profile_spells_out_every_keyword_of_simulate(bench_many_files):
-    keywords = {p.name for p in inspect.signature(simulate).parameters.values() if p.kind is p.KEYWORD_ONLY}
-    assert set(bench_many_files.MANY_FILES_PROFILE) == keywords
-    assert set(bench_many_files.MANY_FILES_PROFILE["weights"]) == set(FAULTS)
