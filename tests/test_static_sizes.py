@@ -2,7 +2,6 @@
 (`attribute --static` exits 2 naming the field, a nightly records a failure row), and a file far over them is refused
 before anything is built for its ranks."""
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -45,6 +44,17 @@ def test_the_limits_are_configurable(tmp_path, capsys):
                  "--warehouse", str(tmp_path / "w.duckdb")]) == 0, capsys.readouterr().err
 
 
+def run_measured(args: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, int]:
+    """`firstfault ARGS` as a process of its own, and its peak RSS in KB: a wrapper process reports the peak of its only
+    child (this process's RUSAGE_CHILDREN would hold the largest child any earlier test started)."""
+    wrapper = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "firstfault.cli", *args],
+                          capture_output=True, text=True, timeout=timeout)
+    stderr, _, peak = done.stderr.rstrip("\n").rpartition("\n")
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, stderr), int(peak)
+
+
 def test_a_nightly_records_a_spec_over_the_limits_as_a_failure(tmp_path):
     (tmp_path / "big.json").write_text(json.dumps({**BASE, "nodes": nodes(2000)}))
     by_day, failures, _ = discover([str(tmp_path / "*.json")], [date(2026, 11, 29)], limits=ApiSettings())
@@ -57,11 +67,10 @@ def test_100000_nodes_at_1024_gpus_each_are_refused_at_once(tmp_path):
     spec = tmp_path / "attempt.json"
     spec.write_text(json.dumps({**BASE, "nodes": nodes(100_000), "gpus_per_node": 1024}))
     began = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "firstfault.cli", "attribute", "--static", str(spec), "--lake", str(tmp_path / "lake")],
-                          capture_output=True, text=True, timeout=120)
+    done, peak_kb = run_measured(["attribute", "--static", str(spec), "--lake", str(tmp_path / "lake")], timeout=120)
     assert done.returncode == 2 and "([api] max_nodes)" in done.stderr, done.stderr
     assert time.monotonic() - began < 20
-    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1_500_000  # KB
+    assert peak_kb < 1_500_000
 
 
 def test_a_file_name_names_its_node_whatever_the_number_of_nodes():
@@ -85,9 +94,8 @@ def test_100000_nodes_under_raised_limits_build_nothing_per_node_for_each_file(t
     config = tmp_path / "firstfault.toml"
     config.write_text("[api]\nmax_nodes = 100000\nmax_ranks = 1000000\n")
     began = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "firstfault.cli", "attribute", "--static", str(spec), "--config", str(config),
-                           "--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")],
-                          capture_output=True, text=True, timeout=300)
+    done, peak_kb = run_measured(["attribute", "--static", str(spec), "--config", str(config), "--lake", str(tmp_path / "lake"),
+                                  "--warehouse", str(tmp_path / "w.duckdb")], timeout=300)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - began < 60
-    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1_500_000  # KB
+    assert peak_kb < 1_500_000
