@@ -215,17 +215,20 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
     return lake.fs.unstrip_protocol(folder)
 
 
-_WARM: dict[tuple, WarmRulePass] = {}
+_WARM = threading.local()
 
 
 def _warm_rule_pass(config: Config, version: str) -> WarmRulePass:
     """This thread's rule pass connection, its reference tables registered once for every shard it runs (per thread:
-    Prefect's thread pool runs shards side by side, and a warm pass lends its connection to one run at a time)."""
-    lake = _lake(config)
-    key = (threading.get_ident(), repr(config.attribution), version, config.lake.root, repr(config.lake.storage_options()))
-    if key not in _WARM:
-        _WARM[key] = WarmRulePass(config.attribution, version, lake_filesystem(lake))
-    return _WARM[key]
+    Prefect's thread pool runs shards side by side, and a warm pass lends its connection to one run at a time). One
+    per thread, replaced when the config or the rules change: a long-lived process does not pile them up."""
+    key = (repr(config.attribution), version, config.lake.root, repr(config.lake.storage_options()))
+    held = getattr(_WARM, "held", None)
+    if held is None or held[0] != key:
+        if held is not None:
+            held[1].close()
+        _WARM.held = (key, WarmRulePass(config.attribution, version, lake_filesystem(_lake(config))))
+    return _WARM.held[1]
 
 
 def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: str = "nightly",

@@ -13,11 +13,12 @@ PEAK_RSS_BOUND_MB = 1500
 ENTRY = {"process_group": ["0", "default"], "pg_id": 0, "collective_seq_id": 1, "profiling_name": "nccl:all_reduce",
          "state": "completed", "time_created_ns": 1_764_378_000_000_000_000, "input_sizes": [[1024]],
          "output_sizes": [[1024]], "is_p2p": False}
+# The peak of the attempt's own process, reported by a small wrapper that started it: a process started by pytest
+# itself would count pytest's memory at the fork in its own peak.
 RUN = """
-import resource, sys
-from firstfault.cli import main
-code = main(sys.argv[1:])
-print("PEAK_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+import resource, subprocess, sys
+code = subprocess.run([sys.executable, "-m", "firstfault.cli", *sys.argv[1:]]).returncode
+print("PEAK_MB", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
 sys.exit(code)
 """
 
