@@ -2,7 +2,7 @@
 
 A Scenario collects the lines of one attempt in the formats real clusters print: the application log as
 `srun --label` prints it (`<rank>: ` prefixes, `[rankN]:` glog lines, NCCL INFO/WARN lines) and one kernel log per
-node (syslog without a year, `dmesg -T`, ISO dmesg). `skew` (seconds per node, default none) shifts every stamp a node
+node (syslog without a year, `dmesg -T`, ISO dmesg, raw `dmesg`: seconds since boot only). `skew` (seconds per node, default none) shifts every stamp a node
 prints, as a node clock that is off would.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Scenario:
     end: datetime
     state: str
     exit_code: str
-    kernel_format: str = "syslog"  # syslog | dmesg_t | iso
+    kernel_format: str = "syslog"  # syslog | dmesg_t | iso | dmesg
     app: list[tuple[datetime, str]] = field(default_factory=list)  # (time, line without stamp handling)
     kernel: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)
     skew: dict[str, float] = field(default_factory=dict)  # node -> seconds its clock is ahead (negative: behind)
@@ -104,9 +104,10 @@ class Scenario:
                 out.append(f"[{at:%a %b %d %H:%M:%S %Y}] {text}")
             elif self.kernel_format == "iso":
                 out.append(f"kern  :warn  : {at:%Y-%m-%dT%H:%M:%S},{at.microsecond:06d}+00:00 {text}")
+            elif self.kernel_format == "dmesg":
+                out.append(f"[{(at - boot).total_seconds():12.6f}] {text}")
             else:
-                mono = (at - boot).total_seconds()
-                out.append(f"{at:%b %d %H:%M:%S} {node} kernel: [{mono:12.6f}] {text}")
+                out.append(f"{at:%b %d %H:%M:%S} {node} kernel: [{(at - boot).total_seconds():12.6f}] {text}")
         return "\n".join(out) + "\n"
 
 

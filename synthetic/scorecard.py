@@ -9,6 +9,7 @@ from __future__ import annotations
 
 SCORED = ("verdict", "domain", "subdomain", "culprit_nodes")
 SHOWN = 40  # attempts listed per list in the rendered scorecard
+CONFIDENCE = ("high", "medium", "low")
 
 
 def score(attempts: list[tuple[str, dict, dict | None, list[dict]]]) -> dict:
@@ -18,7 +19,8 @@ def score(attempts: list[tuple[str, dict, dict | None, list[dict]]]) -> dict:
         if got is None:
             missing += 1
         else:
-            rows.append(_score_one(attempt_id, want, {**got, "culprit_nodes": sorted(got.get("culprit_nodes") or [])}, hits))
+            confidence = got.get("confidence") or (got.get("quality") or {}).get("confidence")
+            rows.append(_score_one(attempt_id, want, {**got, "culprit_nodes": sorted(got.get("culprit_nodes") or []), "confidence": confidence}, hits))
     attributable = [r for r in rows if r["expected"].get("verdict") == "attributed"]
     ratio = lambda rs, key: round(sum(key not in r["wrong"] for r in rs) / len(rs), 4) if rs else None  # noqa: E731
     confusion: dict[str, dict[str, int]] = {}
@@ -36,7 +38,18 @@ def score(attempts: list[tuple[str, dict, dict | None, list[dict]]]) -> dict:
         "confident_wrong_attempts": [_brief(r) for r in rows if r["confident_wrong"]],
         "misses": [_brief(r) for r in rows if not r["correct"] and not r["confident_wrong"]],
         "confusion": confusion,
+        "by_confidence": by_confidence(rows),
     }
+
+
+def by_confidence(rows: list[dict]) -> dict[str, dict]:
+    """Per confidence level: how many verdicts were given at it and how many of them were right in every scored field."""
+    out = {}
+    for level in CONFIDENCE:
+        at = [r for r in rows if r["confidence"] == level]
+        right = sum(r["correct"] for r in at)
+        out[level] = {"verdicts": len(at), "right": right, "share": round(right / len(at), 4) if at else None}
+    return out
 
 
 def _score_one(attempt_id: str, want: dict, got: dict, hits: list[dict]) -> dict:
@@ -46,6 +59,7 @@ def _score_one(attempt_id: str, want: dict, got: dict, hits: list[dict]) -> dict
     expected_verdict = want.get("verdict")
     return {
         "attempt_id": attempt_id, "expected": want, "got": {k: got.get(k) for k in SCORED}, "wrong": wrong, "unwanted": unwanted,
+        "confidence": got["confidence"],
         "correct": not wrong and not unwanted,
         "confident_wrong": attributed and (bool(unwanted) or (expected_verdict not in (None, "attributed"))
                                            or (expected_verdict == "attributed" and bool(wrong))),
@@ -71,6 +85,9 @@ def render(result: dict, title: str) -> str:
            f"culprit accuracy    {pct(result['culprit_accuracy'])}",
            f"subdomain accuracy  {pct(result['subdomain_accuracy'])}",
            f"confident wrong     {result['confident_wrong']}", "",
+           "right per confidence level: " + ", ".join(
+               f"{level} {c['right']}/{c['verdicts']}" + (f" ({pct(c['share'])})" if c["verdicts"] else "")
+               for level, c in result["by_confidence"].items()), "",
            "confusion (rows: expected domain or (verdict), columns: got)"]
     cols = sorted({c for row in result["confusion"].values() for c in row})
     width = max([len(c) for c in [*cols, *result["confusion"]]] + [14])

@@ -114,19 +114,25 @@ def _ip(s: Scenario, node: str) -> str:
     return s.ip(node)
 
 
-def _peers_fail_towards(s: Scenario, rng: random.Random, culprit: str, at: datetime) -> None:
-    """NCCL NET/IB completion errors on the peers of `culprit` (fan-in: many reporters, one peer)."""
-    others = [n for n in s.nodes if n != culprit]
-    for i, node in enumerate(rng.sample(others, min(len(others), 6))):
+def _peers_fail_towards(s: Scenario, rng: random.Random, culprit: str, at: datetime, reporters: list[str] | None = None) -> None:
+    """NCCL NET/IB completion errors on the peers of `culprit` (fan-in: many reporters, one peer); `reporters`: which
+    peers report (default: up to six drawn at random)."""
+    if reporters is None:
+        others = [n for n in s.nodes if n != culprit]
+        reporters = rng.sample(others, min(len(others), 6))
+    for i, node in enumerate(reporters):
         local = rng.randrange(GPUS)
         t = at + timedelta(seconds=5 + i, milliseconds=rng.randrange(900))
         s.nccl_warn(t, node, local, f"NET/IB : Got completion from peer {_ip(s, culprit)}<{40000 + rng.randrange(20000)}> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:{_ip(s, node)} remoteGids::ffff:{_ip(s, culprit)}")
         s.nccl_warn(t + timedelta(milliseconds=200), node, local, f"NET/IB : Got completion from peer {_ip(s, culprit)}<{40000 + rng.randrange(20000)}> with status=5 opcode=32656 len=32659 vendor err 249 (Recv) localGid ::ffff:{_ip(s, node)} remoteGids::ffff:{_ip(s, culprit)}")
 
 
-def _socket_resets(s: Scenario, rng: random.Random, culprit: str, at: datetime) -> None:
-    others = [n for n in s.nodes if n != culprit]
-    for i, node in enumerate(rng.sample(others, min(len(others), 4))):
+def _socket_resets(s: Scenario, rng: random.Random, culprit: str, at: datetime, reporters: list[str] | None = None) -> None:
+    """NCCL socket receive failures towards `culprit`; `reporters`: which peers report (default: up to four at random)."""
+    if reporters is None:
+        others = [n for n in s.nodes if n != culprit]
+        reporters = rng.sample(others, min(len(others), 4))
+    for i, node in enumerate(reporters):
         s.nccl_warn(at + timedelta(seconds=2 + i), node, rng.randrange(GPUS),
                     f"Net : Call to recv from {_ip(s, culprit)}<{50000 + rng.randrange(10000)}> failed : Connection reset by peer", "misc/socket.cc:518")
 
@@ -316,6 +322,13 @@ def _build_catalogue(s: Scenario, rng: random.Random, culprit: str, at: datetime
     """A family, then one of its roots: its line on the culprit (kernel log or the culprit's rank), the cascade after."""
     roots = catalogue_roots()
     m, x = rng.choice(roots[rng.choice(sorted(roots))])
+    return place_catalogue_root(s, rng, m, x, culprit, at, seq)
+
+
+def place_catalogue_root(s: Scenario, rng: random.Random, m: Message, x: Example, culprit: str, at: datetime,
+                         seq: int) -> tuple[list[str], list[str], dict]:
+    """A catalogue root entry's one-line example on the culprit (its kernel log, or one of its ranks), the cascade
+    after; its truth is the entry's class."""
     line = re.sub(rf"\b{LINE_NODE}\b", culprit, x.lines[0])  # the render test's culprit node is this attempt's
     if m.source == "syslog":
         _root_kern(s, [], culprit, at, line)
@@ -371,15 +384,17 @@ def _build_real_shape(kind: str, s: Scenario, rng: random.Random, culprit: str, 
     return [culprit], roots, {}
 
 
-def _noise(s: Scenario, rng: random.Random, lines: int, trains_to_end: bool) -> None:
+def _noise(s: Scenario, rng: random.Random, lines: int, trains_to_end: bool, progress_until: datetime | None = None) -> None:
     """INFO chatter, training progress, correctable AER and benign mlx5 lines. Progress markers are spread evenly over
     the run, the last one a step before the end; `trains_to_end` (a job stopped while still training) adds one a
-    minute before the end."""
+    minute before the end; `progress_until` (when the job stopped making progress) drops the markers after it."""
     s.nccl_init(s.start + timedelta(seconds=30))
     span = (s.end - s.start).total_seconds()
     steps = max(5, lines - len(s.app))
     for k in range(1, steps + trains_to_end):
-        s.iteration(s.start + timedelta(seconds=60 + (span - 120) * k / steps), 10 * k)
+        at = s.start + timedelta(seconds=60 + (span - 120) * k / steps)
+        if progress_until is None or at < progress_until:
+            s.iteration(at, 10 * k)
     for node in s.nodes:
         if rng.random() < 0.15:
             t = s.start + timedelta(seconds=rng.uniform(60, span - 60))
@@ -624,7 +639,8 @@ def attribute_fleet(directory: str | Path, warehouse: str | Path | None = None, 
 
 def evaluate(directory: str | Path, warehouse: str | Path) -> dict:
     """Score the warehouse's verdicts against truth.jsonl (see `firstfault evaluate`)."""
-    got = {r[0]: {"verdict": r[1], "domain": r[2], "subdomain": r[3], "culprit_nodes": r[4]} for r in verdict_summaries(str(warehouse))}
+    got = {r[0]: {"verdict": r[1], "domain": r[2], "subdomain": r[3], "culprit_nodes": r[4], "confidence": r[5]}
+           for r in verdict_summaries(str(warehouse))}
     return scorecard.score([(t["attempt_id"], _expectation(t), got.get(t["attempt_id"]), []) for t in read_truth(directory)])
 
 

@@ -67,9 +67,10 @@ def stored_verdicts(path: str, attempt_ids: Sequence[str]) -> list[dict]:
 
 
 def verdict_summaries(path: str) -> list[tuple]:
-    """(attempt_id, verdict, domain, subdomain, culprit_nodes) of every attempt (scoring against a truth file)."""
+    """(attempt_id, verdict, domain, subdomain, culprit_nodes, confidence) of every attempt (scoring against a truth
+    file)."""
     with reading(path) as con:
-        return con.execute("SELECT attempt_id, verdict, domain, subdomain, culprit_nodes FROM attributions").fetchall()
+        return con.execute("SELECT attempt_id, verdict, domain, subdomain, culprit_nodes, quality.confidence FROM attributions").fetchall()
 
 
 # --- the report ---------------------------------------------------------------------------------------------------
