@@ -13,7 +13,9 @@ from fake_kube import FakeKube
 from firstfault.warehouse.actions import Drained, apply_actions, drain_reason, list_actions, plan, resume
 from firstfault.cli import main
 from firstfault.config import ActionSettings, Config, KubernetesSettings, load_config
+from firstfault.connectors.node_control import SlurmNodes
 from firstfault.connectors.slurm_epilog import is_failed
+from firstfault.warehouse.store import connect_writer
 from firstfault.warehouse.sinks import Outbox, chat_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,8 +33,19 @@ def verdict(**changes) -> dict:
     return {**base, **changes}
 
 
-def decided(v: dict, settings: ActionSettings = ON, drained: Drained = NONE_DRAINED, nodes: int = 4) -> list[tuple]:
-    return [(d.node, d.status, d.reason) for d in plan(v, "drain", settings, drained, nodes)]
+def decided(v: dict, settings: ActionSettings = ON, drained: Drained = NONE_DRAINED, nodes: int = 4,
+            members: frozenset = frozenset({"node1", "node2", "node3"})) -> list[tuple]:
+    return [(d.node, d.status, d.reason) for d in plan(v, SlurmNodes(Config()), settings, drained, nodes, members)]
+
+
+def the_scheduler_lists(config: Config, attempt_id: str, nodes: list[str]) -> None:
+    """The attempt's row as a scheduler connector's load leaves it: its nodes are what [actions] may act on."""
+    con = connect_writer(config.warehouse.path)
+    try:
+        con.execute("INSERT INTO attributions (attempt_id, workload_id, attempt, cluster, verdict, nodes) VALUES (?, ?, 0, 'ci', 'attributed', ?)",
+                    [attempt_id, attempt_id.split("/")[1], nodes])
+    finally:
+        con.close()
 
 
 def test_the_drain_reason_is_one_line_of_at_most_200_characters_ending_with_the_attempt():
@@ -92,6 +105,8 @@ def config_for(tmp_path, scontrol: Path, **actions) -> Config:
 def test_slurm_drain_is_one_argv_element_and_every_decision_is_a_row(tmp_path, fake_scontrol):
     scontrol, calls = fake_scontrol
     config = config_for(tmp_path, scontrol, max_nodes_per_hour=1)
+    the_scheduler_lists(config, "ci/42/0", ["node1"])
+    the_scheduler_lists(config, "ci/43/0", ["node2"])
     tricky = verdict(root_cause={"rule": "xid_root", "summary": "Xid 79; rm -rf / `x` $(y) \"quoted\""})
     [done] = apply_actions(config, [tricky], "slurm")
     drains = [json.loads(x) for x in calls.read_text().splitlines() if "update" in x]
@@ -122,7 +137,9 @@ def test_ambiguous_verdicts_and_contexts_not_from_a_scheduler_connector_never_dr
 
 def test_dry_run_runs_nothing_and_says_what_it_would_run(tmp_path, fake_scontrol):
     scontrol, calls = fake_scontrol
-    [row] = apply_actions(config_for(tmp_path, scontrol, dry_run=True), [verdict()], "slurm")
+    config = config_for(tmp_path, scontrol, dry_run=True)
+    the_scheduler_lists(config, "ci/42/0", ["node1"])
+    [row] = apply_actions(config, [verdict()], "slurm")
     assert row.status == "dry_run" and json.loads(row.command)[-1] == f"Reason={row.reason}"
     assert not [x for x in calls.read_text().splitlines() if "update" in x]
 
@@ -131,6 +148,8 @@ def test_kubernetes_cordon_is_a_patch_of_the_node_and_resume_uncordons():
     with FakeKube(REPO / "tests" / "fixtures" / "kueue") as kube, __import__("tempfile").TemporaryDirectory() as tmp:
         config = replace(Config(), kubernetes=KubernetesSettings(url=kube.url), actions=replace(ON, max_fraction=0.34, max_nodes_per_hour=5),
                          warehouse=replace(Config().warehouse, path=str(Path(tmp) / "wh.duckdb")))
+        the_scheduler_lists(config, "ci/42/0", ["gpu-node-01", "gpu-node-02"])
+        the_scheduler_lists(config, "ci/43/0", ["gpu-node-01", "gpu-node-03"])
         [row] = apply_actions(config, [verdict(culprit_nodes=["gpu-node-02"])], "kueue")
         assert (row.status, row.kind, row.node) == ("done", "cordon", "gpu-node-02")
         assert kube.patches == [("/api/v1/nodes/gpu-node-02", "application/strategic-merge-patch+json", {"spec": {"unschedulable": True}})]
