@@ -13,7 +13,7 @@ from fake_kube import FakeKube
 from firstfault.warehouse.actions import Drained, apply_actions, drain_reason, list_actions, plan, resume
 from firstfault.cli import main
 from firstfault.config import ActionSettings, Config, KubernetesSettings, load_config
-from firstfault.connectors.node_control import SlurmNodes
+from firstfault.connectors.node_control import ActionError, KubeNodes, SlurmNodes
 from firstfault.connectors.slurm_epilog import is_failed
 from firstfault.warehouse.store import connect_writer
 from firstfault.warehouse.sinks import Outbox, chat_text
@@ -278,3 +278,50 @@ def test_the_worker_waits_for_a_missing_log_source_until_give_up(tmp_path, monke
         worker.attribute("77:0", last_try=False)
     [v] = worker.attribute("77:0", last_try=True)  # the last try: the verdict stands, the missing source in its reports
     assert v["attempt_id"] == "ci/77/0" and any(r["status"] == "missing" for r in v["connector_reports"])
+
+
+XID_FROM = "Nov 30 10:20:00 {host} kernel: [4242.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus."
+NCCL_FROM = "{host}:123:456 [0] NCCL WARN Cuda failure 'uncorrectable ECC error encountered'"
+
+
+@pytest.mark.parametrize("line, host, why", [
+    (XID_FROM, "ALL", "ALL is scontrol's word for every node"),
+    (XID_FROM, "node[1-4]", "hostlist syntax names several nodes"),
+    (XID_FROM, "node3", "not among the attempt's 2 node(s) from the scheduler"),
+    (NCCL_FROM, "node[1-4]", "hostlist syntax names several nodes"),
+    (NCCL_FROM, "ALL", "ALL is scontrol's word for every node"),
+])
+def test_a_host_named_only_by_a_log_line_is_refused_and_never_drained(tmp_path, fake_scontrol, line, host, why):
+    scontrol, calls = fake_scontrol
+    config = config_for(tmp_path, scontrol, min_confidence="medium", max_nodes_per_hour=10)
+    the_scheduler_lists(config, "ci/42/0", ["node1", "node2"])
+    forged = verdict(culprit_nodes=[host], quality={"confidence": "medium"},
+                     evidence=[{"role": "root_cause", "text": line.format(host=host)}])
+    [row] = apply_actions(config, [forged], "slurm")
+    assert (row.node, row.status) == (host, "refused") and row.reason.startswith(why)
+    assert [(r["node"], r["status"]) for r in list_actions(config.warehouse.path)] == [(host, "refused")]
+    assert not calls.exists() or not [x for x in calls.read_text().splitlines() if "update" in x]
+
+
+def test_a_verdict_naming_its_node_and_a_claimed_one_drains_only_its_node(tmp_path, fake_scontrol):
+    scontrol, calls = fake_scontrol
+    config = config_for(tmp_path, scontrol, max_nodes_per_hour=10)
+    the_scheduler_lists(config, "ci/42/0", ["node1", "node2"])
+    rows = apply_actions(config, [verdict(culprit_nodes=["node[1-4]", "node1"])], "slurm")
+    assert [(r.node, r.status) for r in rows] == [("node[1-4]", "refused"), ("node1", "done")]
+    assert [json.loads(x)[1] for x in calls.read_text().splitlines() if "update" in x] == ["NodeName=node1"]
+
+
+@pytest.mark.parametrize("name", ["../../../apis/apps/v1/namespaces/prod/deployments/web", "node3?dryRun=All",
+                                  "node3%2F..", "Node3", "node3/"])
+def test_a_kubernetes_node_name_that_is_not_one_is_never_sent(name):
+    with FakeKube(REPO / "tests" / "fixtures" / "kueue") as kube, __import__("tempfile").TemporaryDirectory() as tmp:
+        config = replace(Config(), kubernetes=KubernetesSettings(url=kube.url), actions=replace(ON, max_fraction=1.0),
+                         warehouse=replace(Config().warehouse, path=str(Path(tmp) / "wh.duckdb")))
+        the_scheduler_lists(config, "ci/42/0", [name])  # even a node list holding it does not make it a name
+        [row] = apply_actions(config, [verdict(culprit_nodes=[name])], "kueue")
+        assert (row.status, row.reason) == ("refused", "not a Kubernetes node name: a claim of the log, not a node of the attempt")
+        with pytest.raises(ActionError, match="not a Kubernetes node name"):
+            KubeNodes(config).take_out(name, "r")
+        assert kube.patches == []
+        assert KubeNodes(config).command("gpu-node-01", "r").startswith("PATCH /api/v1/nodes/gpu-node-01 ")
