@@ -5,12 +5,14 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from fake_kube import FakeKube
+from fake_scontrol import drains, fake_scontrol as stateful_scontrol
 
-from firstfault.warehouse.actions import Drained, apply_actions, drain_reason, list_actions, plan, resume
+from firstfault.warehouse.actions import Decision, Drained, apply_actions, drain_reason, list_actions, plan, record, resume
 from firstfault.cli import main
 from firstfault.config import ActionSettings, Config, KubernetesSettings, load_config
 from firstfault.connectors.node_control import ActionError, KubeNodes, SlurmNodes
@@ -325,3 +327,59 @@ def test_a_kubernetes_node_name_that_is_not_one_is_never_sent(name):
             KubeNodes(config).take_out(name, "r")
         assert kube.patches == []
         assert KubeNodes(config).command("gpu-node-01", "r").startswith("PATCH /api/v1/nodes/gpu-node-01 ")
+
+
+ACT = """
+import json, sys
+from dataclasses import replace
+from firstfault.config import Config
+from firstfault.warehouse.actions import apply_actions
+config = Config()
+config = replace(config, warehouse=replace(config.warehouse, path=sys.argv[1]), slurm=replace(config.slurm, enabled=True, scontrol=sys.argv[2]),
+                 actions=replace(config.actions, enabled=True, dry_run=False, max_fraction=1.0, max_nodes_per_hour=1))
+apply_actions(config, [json.loads(sys.argv[3])], "slurm")
+"""
+
+
+def act_in_a_process(config: Config, scontrol: Path, v: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", ACT, config.warehouse.path, str(scontrol), json.dumps(v)])
+
+
+def test_two_processes_acting_at_once_share_one_hourly_budget(tmp_path):
+    scontrol, calls = stateful_scontrol(tmp_path, ["node1", "node2"], drain_sleep_s=3.0)
+    config = config_for(tmp_path, scontrol, max_nodes_per_hour=1)
+    the_scheduler_lists(config, "ci/42/0", ["node1"])
+    the_scheduler_lists(config, "ci/43/0", ["node2"])
+    both = [act_in_a_process(config, scontrol, verdict()),
+            act_in_a_process(config, scontrol, verdict(attempt_id="ci/43/0", culprit_nodes=["node2"]))]
+    assert [p.wait(120) for p in both] == [0, 0]
+    assert len(drains(calls)) == 1
+    assert sorted((r["status"], r["reason"] if r["status"] == "skipped" else "") for r in list_actions(config.warehouse.path)) == [
+        ("done", ""), ("skipped", "max_nodes_per_hour")]
+
+
+def test_a_process_killed_between_the_drain_and_its_row_leaves_it_planned_and_the_next_run_finishes_it(tmp_path):
+    scontrol, calls = stateful_scontrol(tmp_path, ["node1", "node2"], kill_caller=True)
+    config = config_for(tmp_path, scontrol, max_nodes_per_hour=5)
+    the_scheduler_lists(config, "ci/42/0", ["node1"])
+    assert act_in_a_process(config, scontrol, verdict()).wait(120) == -9
+    [planned] = list_actions(config.warehouse.path)
+    assert (planned["node"], planned["status"]) == ("node1", "planned")
+    scontrol, calls = stateful_scontrol(tmp_path, ["node1", "node2"])  # the restart: same cluster state, no kill
+    [again] = apply_actions(config, [verdict()], "slurm")  # the killed run's job, attributed again
+    assert (again.status, again.reason) == ("skipped", "already drained by firstfault")
+    rows = list_actions(config.warehouse.path)
+    assert [(r["action_id"], r["status"]) for r in rows] == [(1, "done"), (2, "skipped")]
+    assert len(drains(calls)) == 1  # the drain the killed run made; none since
+    resume(config, 1)
+
+
+def test_a_planned_row_whose_call_was_never_made_is_made_by_the_next_run(tmp_path):
+    scontrol, calls = stateful_scontrol(tmp_path, ["node1", "node2"])
+    config = config_for(tmp_path, scontrol)
+    the_scheduler_lists(config, "ci/42/0", ["node1"])
+    record(config.warehouse.path, [Decision("ci/42/0", "ci", "node1", "xid_root", "drain", "planned", "firstfault: x (ci/42/0)")],
+           datetime(2026, 12, 1))
+    apply_actions(config, [verdict(verdict="ambiguous")], "slurm")
+    assert [argv[1:] for argv in drains(calls)] == [["NodeName=node1", "State=DRAIN", "Reason=firstfault: x (ci/42/0)"]]
+    assert [r["status"] for r in list_actions(config.warehouse.path)] == ["done", "skipped"]
