@@ -23,7 +23,9 @@ assembled AS (
            CASE WHEN coalesce(w.cause_node, '') = '' THEN NULL ELSE
                EXISTS (SELECT 1 FROM events_all e WHERE e.attempt_id = a.attempt_id AND e.node = w.cause_node AND is_kernel_source(e.source))
                OR EXISTS (SELECT 1 FROM reports r WHERE r.attempt_id = a.attempt_id AND is_kernel_source(r.source) AND r.status = 'ok'
-                                                    AND r.rows > 0 AND contains(r.uri, w.cause_node))
+                                                    AND r.rows > 0
+                                                    -- the node's own name, not one it begins (node1 in node12's path)
+                                                    AND regexp_matches(r.uri, '(^|[^A-Za-z0-9])' || regexp_escape(w.cause_node) || '([^A-Za-z0-9]|$)'))
            END AS culprit_kernel_log,
            w.strength AS best_strength, w.rule_id AS w_rule, w.cause_node AS w_node, w.summary AS w_summary,
            w.granularity AS w_granularity,

@@ -383,3 +383,26 @@ def test_a_planned_row_whose_call_was_never_made_is_made_by_the_next_run(tmp_pat
     apply_actions(config, [verdict(verdict="ambiguous")], "slurm")
     assert [argv[1:] for argv in drains(calls)] == [["NodeName=node1", "State=DRAIN", "Reason=firstfault: x (ci/42/0)"]]
     assert [r["status"] for r in list_actions(config.warehouse.path)] == ["done", "skipped"]
+
+
+def test_a_kernel_log_of_another_node_whose_name_begins_with_the_culprits_is_not_the_culprits(tmp_path):
+    from firstfault.connectors.static_context import load_static_context
+    from firstfault.run import run_attempts
+    from firstfault.warehouse.read import stored_verdicts
+
+    (tmp_path / "app.log").write_text(f"step 1 loss 2.0\n{XID_FROM.format(host='gpu-node1')}\n"
+                                      "RuntimeError: CUDA error: unspecified launch failure\n")
+    (tmp_path / "kernel-gpu-node12.log").write_text("Nov 30 10:19:00 gpu-node12 kernel: [1.0] usb 1-1: new device\n")
+    spec = tmp_path / "attempt.yaml"
+    spec.write_text(json.dumps({"workload_id": "77", "cluster": "ci", "state": "FAILED", "start": "2026-11-30T10:00:00Z",
+                                "end": "2026-11-30T10:30:00Z", "nodes": ["gpu-node12"],
+                                "logs": [{"source": "applog", "path": str(tmp_path / "app.log")},
+                                         {"source": "syslog", "path": str(tmp_path / "kernel-{node}.log")}]}))
+    config = Config()
+    config = replace(config, lake=replace(config.lake, root=str(tmp_path / "lake")),
+                     warehouse=replace(config.warehouse, path=str(tmp_path / "wh.duckdb")))
+    contexts = [load_static_context(str(spec))]
+    run_attempts(contexts, config, flow="test")
+    [v] = stored_verdicts(config.warehouse.path, [contexts[0].attempt_id])
+    assert v["culprit_nodes"] == ["gpu-node1"]
+    assert "no kernel log from culprit node gpu-node1" in v["quality"]["reasons"]
