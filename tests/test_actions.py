@@ -365,6 +365,8 @@ def test_a_process_killed_between_the_drain_and_its_row_leaves_it_planned_and_th
     assert act_in_a_process(config, scontrol, verdict()).wait(120) == -9
     [planned] = list_actions(config.warehouse.path)
     assert (planned["node"], planned["status"]) == ("node1", "planned")
+    with pytest.raises(Exception, match="planned: its call has not finished"):
+        resume(config, 1)
     scontrol, calls = stateful_scontrol(tmp_path, ["node1", "node2"])  # the restart: same cluster state, no kill
     [again] = apply_actions(config, [verdict()], "slurm")  # the killed run's job, attributed again
     assert (again.status, again.reason) == ("skipped", "already drained by firstfault")

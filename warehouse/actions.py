@@ -267,7 +267,9 @@ def resume(config: Config, action_id: int) -> dict:
         raise BadInput("actions resume", "ID", f"no action {action_id} (firstfault actions lists them)")
     row = rows[0]
     if row["status"] != "done" or row["resumed_at"] is not None:
-        state = "resumed already" if row["resumed_at"] is not None else f"{row['status']}: no node was taken out"
+        state = ("resumed already" if row["resumed_at"] is not None
+                 else "planned: its call has not finished (the next action run finishes it)" if row["status"] == "planned"
+                 else f"{row['status']}: no node was taken out")
         raise BadInput("actions resume", "ID", f"action {action_id} is {state}")
     control = next(c(config) for c in CONTROLS.values() if c.kind == row["kind"])
     try:
