@@ -12,6 +12,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 QUEUE = "queue"  # the spool's folder of queued jobs
+# a part (`.NAME.tmp`) is written and renamed within a second: one this much older than the worker's clock was cut
+# short (a full spool, a killed epilog), a margin far beyond any writer's clock skew
+STALE_PART_S = 3600.0
+
+
+def write_whole(path: Path, text: str, *, mtime_ns: int | None = None) -> None:
+    """Write `text` aside and rename it to `path`, so a reader sees the old file or the new one, never half of one; a
+    write cut short (a full disk) leaves neither a part nor a damaged `path`. `mtime_ns` keeps a file's place in
+    the queue's oldest-first order when it is rewritten."""
+    aside = path.with_name(f".{path.name}.tmp")
+    try:
+        aside.write_text(text, encoding="utf-8")
+        if mtime_ns is not None:
+            os.utime(aside, ns=(mtime_ns, mtime_ns))
+        os.replace(aside, path)
+    except OSError:
+        aside.unlink(missing_ok=True)
+        raise
 
 
 @dataclass
@@ -32,10 +50,27 @@ class Spool:
     def set_aside(self) -> Path:
         return self.root / "failed"
 
+    @property
+    def outbox(self) -> Path:
+        return self.root / "outbox"
+
     def queued(self) -> list[Path]:
         """Queued files, oldest first (names start with the job id, so by time written)."""
         files = [p for p in self.queue.glob("*.json")] if self.queue.is_dir() else []
         return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+    def remove_stale_parts(self, now: float) -> list[Path]:
+        """Remove the parts of queue files and outbox entries whose write was cut short; the ones removed."""
+        parts = [p for folder in (self.queue, self.outbox) for p in folder.glob(".*.tmp")]
+        stale = []
+        for part in parts:
+            try:
+                if part.stat().st_mtime < now - STALE_PART_S:
+                    part.unlink()
+                    stale.append(part)
+            except FileNotFoundError:  # renamed or removed meanwhile: not stale
+                continue
+        return stale
 
 
 def is_failed(env: Mapping[str, str]) -> bool:
@@ -73,7 +108,5 @@ def queue_job(spool_dir: str, env: Mapping[str, str], *, queue_all: bool = False
     folder.mkdir(parents=True, exist_ok=True)
     # unique per call: the same job queued twice is two files, and the worker attributes it once
     name = f"{job['job_id_raw']}.{job['restart_count']}.{time.time_ns()}.{os.getpid()}.json"
-    aside = folder / f".{name}.tmp"
-    aside.write_text(json.dumps(job), encoding="utf-8")
-    os.replace(aside, folder / name)
+    write_whole(folder / name, json.dumps(job))
     return folder / name

@@ -244,7 +244,7 @@ def _parser() -> argparse.ArgumentParser:
 
     worker = _command(sub, "worker", help="attribute the jobs the epilog queued, notify, and act within [actions] (a service)")
     worker.add_argument("--config", help="firstfault.toml ([automation], [slurm], [webhook], [actions], ...)")
-    worker.add_argument("--once", action="store_true", help="stop when the spool and the outbox are empty instead of polling forever")
+    worker.add_argument("--once", action="store_true", help="one pass over the spool and the outbox, then exit: 0 when both are empty, 75 while something is still queued")
     worker.set_defaults(handler=_worker)
 
     actions = _command(sub, "actions", help="list the drain/cordon decisions of [actions]; `actions resume ID` returns a node to service")
@@ -442,9 +442,12 @@ def _epilog(args) -> int:
 
 def _worker(args) -> int:
     from firstfault.config import resolve_config
-    from firstfault.worker import Worker
+    from firstfault.worker import STILL_QUEUED, Worker
 
-    Worker(resolve_config(args.config)).run(threading.Event(), once=args.once)
+    worker = Worker(resolve_config(args.config))
+    if args.once:
+        return STILL_QUEUED if worker.run_once() else 0
+    worker.run(threading.Event())
     return 0
 
 

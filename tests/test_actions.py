@@ -243,16 +243,20 @@ def test_the_worker_attributes_each_job_and_restart_count_once(tmp_path, monkeyp
     assert worker.run_pass() == [] and not list((tmp_path / "spool" / "queue").glob("*.json"))
 
 
-def test_a_failed_attribution_is_tried_again_then_set_aside_and_the_worker_goes_on(tmp_path, monkeypatch):
+def test_an_attempt_never_found_in_accounting_is_tried_again_then_set_aside_and_the_worker_goes_on(tmp_path, monkeypatch):
     from firstfault.connectors.slurm_epilog import queue_job
-    from firstfault.worker import Worker
+    from firstfault.worker import NotYet, Worker
+
+    def not_in_accounting(self, ref, last_try):
+        tries.append(ref)
+        raise NotYet(f"no job {ref} in accounting")
 
     config = Config()
     config = replace(config, slurm=replace(config.slurm, enabled=True),
                      automation=replace(config.automation, spool_dir=str(tmp_path / "spool"), settle_s=0.0, retry_s=10.0, give_up_s=60.0))
     queue_job(config.automation.spool_dir, {"SLURM_JOB_ID": "6", "SLURM_JOB_EXIT_CODE2": "1:0"})
     tries = []
-    monkeypatch.setattr(Worker, "attribute", lambda self, ref, last_try: tries.append(ref) or 1 / 0)
+    monkeypatch.setattr(Worker, "attribute", not_in_accounting)
     worker = Worker(config)
     start = json.loads(next((tmp_path / "spool" / "queue").glob("*.json")).read_text())["queued_at"]
     assert worker.run_pass(now=start) == [] and worker.run_pass(now=start + 5) == [] and len(tries) == 1

@@ -12,16 +12,15 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import duckdb
 import pytest
 from conftest import warehouse_rows
+from local_webhook import Receiver
 from test_slurm_live import run, slurm_cluster, wait_final, wait_for  # noqa: F401  (slurm_cluster: a fixture)
 
 from firstfault.cli import main
@@ -39,32 +38,6 @@ sys.stderr.write("RuntimeError: CUDA error: unspecified launch failure\\n")
 sys.exit(1)
 '
 """
-
-
-class Receiver:
-    """A webhook receiver on 127.0.0.1: records each POSTed JSON body and when it came."""
-
-    def __init__(self, port: int = 0):
-        self.posts: list[tuple[float, dict]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                receiver.posts.append((time.time(), json.loads(body)))
-                self.send_response(204)
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def free_port() -> int:

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
+import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from firstfault.config import Config
 from firstfault.connectors.http import ConnectorError, HttpClient
+from firstfault.connectors.slurm_epilog import write_whole
 from firstfault.errors import BadInput
 from firstfault.ids import attempt_key
 from firstfault.warehouse.outputs import parse_outputs, write_outputs
@@ -51,13 +52,23 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 @dataclass(frozen=True)
 class Outbox:
-    """The folder of pending sends (the worker's `<spool_dir>/outbox`)."""
+    """The folder of pending sends (the worker's `<spool_dir>/outbox`). The worker queues from its attribution loop
+    and sends from a thread of its own: an entry is read, rewritten or removed under `_lock`, never during a send."""
     folder: Path
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+
+    @property
+    def set_aside(self) -> Path:
+        """Where an entry that is no entry any more (not JSON, a key missing) goes, so the others are still sent."""
+        return self.folder / "failed"
 
     def sinks(self, config: Config) -> list[str]:
         """The configured sinks by name: `webhook`, then each `[automation] outputs` entry (checked)."""
         outputs = [str(o) for o in parse_outputs(config.automation.outputs)]
         return ([WEBHOOK] if config.webhook.url else []) + outputs
+
+    def pending(self) -> list[Path]:
+        return sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []
 
     def put(self, config: Config, verdicts: Sequence[dict]) -> int:
         """Queue every verdict for every sink (a newer verdict of an attempt replaces one not sent yet)."""
@@ -66,34 +77,76 @@ class Outbox:
         for index, sink in enumerate(self.sinks(config)):
             for verdict in verdicts:
                 path = self.folder / f"{index}~{attempt_key(verdict['attempt_id'])}.json"
-                aside = path.with_name(f".{path.name}.tmp")
-                aside.write_text(json.dumps({"sink": sink, "verdict": verdict, "tries": 0, "next_try": 0.0}, default=str), encoding="utf-8")
-                os.replace(aside, path)
+                with self._lock:
+                    write_whole(path, json.dumps({"sink": sink, "verdict": verdict, "tries": 0, "next_try": 0.0}, default=str))
                 queued += 1
         return queued
 
     def flush(self, config: Config, now: float | None = None) -> tuple[int, int]:
-        """Try every pending send that is due; (sent, still pending). A failed send waits `[automation] retry_s`."""
+        """Try every pending send that is due; (sent, still pending). A failed send waits `[automation] retry_s`,
+        and the other entries of its sink wait for the next flush: a sink that is down or hangs costs one send's
+        time (`timeout_s`, `retries`) per flush, however many verdicts wait for it."""
         now = time.time() if now is None else now
-        sent = pending = 0
-        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-            if entry["next_try"] > now:
-                pending += 1
+        sent = 0
+        down: set[str] = set()
+        for path in self.pending():
+            read = self._read(path)
+            if read is None:
+                continue
+            text, entry = read
+            if entry["next_try"] > now or entry["sink"] in down:
                 continue
             try:
                 deliver(config, entry["sink"], entry["verdict"])
-            except (ConnectorError, BadInput) as e:
-                entry["tries"] += 1
-                entry["next_try"] = now + config.automation.retry_s
-                entry["last_error"] = str(e)
+            except (ConnectorError, BadInput, OSError) as e:
+                down.add(entry["sink"])
+                entry.update(tries=entry["tries"] + 1, next_try=now + config.automation.retry_s, last_error=str(e))
                 log.warning("%s: %s not sent (try %d), kept for the next pass: %s", entry["sink"], entry["verdict"]["attempt_id"], entry["tries"], e)
-                path.write_text(json.dumps(entry, default=str), encoding="utf-8")
-                pending += 1
+                self._replace(path, text, json.dumps(entry, default=str))
                 continue
-            path.unlink()
+            log.info("%s: %s sent", entry["sink"], entry["verdict"]["attempt_id"])
+            self._replace(path, text, None)
             sent += 1
-        return sent, pending
+        return sent, len(self.pending())
+
+    def _read(self, path: Path) -> tuple[str, dict] | None:
+        """The entry's text and content; None when it cannot be read now (kept for the next flush) or is no entry
+        (set aside with a warning)."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.warning("%s: not readable now, kept for the next pass: %s", path, e)
+            return None
+        try:
+            entry = json.loads(text)
+            if not (isinstance(entry["sink"], str) and isinstance(entry["verdict"]["attempt_id"], str)):
+                raise TypeError("sink or verdict.attempt_id is not a string")
+            entry.update(tries=int(entry["tries"]), next_try=float(entry["next_try"]))
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("%s: not an outbox entry (%s: %s); set aside in %s", path.name, type(e).__name__, e, self.set_aside)
+            try:
+                self.set_aside.mkdir(exist_ok=True)
+                path.replace(self.set_aside / path.name)
+            except OSError as moved:
+                log.warning("%s: not set aside: %s", path.name, moved)
+            return None
+        return text, entry
+
+    def _replace(self, path: Path, was: str, text: str | None) -> None:
+        """After a send: write the entry back (`text`) or remove it (None), unless `put` replaced it meanwhile (the
+        newer verdict is sent next). A failure leaves the entry as it was: it is tried again."""
+        with self._lock:
+            try:
+                if path.read_text(encoding="utf-8") != was:
+                    return
+                if text is None:
+                    path.unlink()
+                else:
+                    write_whole(path, text)
+            except OSError as e:
+                log.warning("%s: not updated after its send (%s): it is tried again", path.name, e)
 
 
 def deliver(config: Config, sink: str, verdict: dict) -> None:
