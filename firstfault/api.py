@@ -56,6 +56,7 @@ from firstfault.connectors.static_context import (
 )
 from firstfault.connectors.urls import follow_no_redirects
 from firstfault.errors import BadInput
+from firstfault.header_deadline import with_header_deadline
 from firstfault.lake import Lake
 from firstfault.rules_sql.prepared import WarmRulePass
 from firstfault.run import lake_filesystem, load_rule_set, run_attempts
@@ -416,12 +417,13 @@ def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8080, no_auth:
         raise BadInput(config_file, "api.token_env", "no token: set [api] token_env or token_file "
                        "(or pass --no-auth to serve on a loopback address without one)")
     for key in ("max_body_bytes", "max_nodes", "max_ranks", "max_gpus_per_node", "max_paths", "max_files_per_glob",
-                "max_bytes_per_attempt", "timeout_s"):
+                "max_bytes_per_attempt", "timeout_s", "header_timeout_s"):
         if getattr(config.api, key) <= 0:
             raise BadInput(config_file, f"api.{key}", "must be > 0")
     follow_no_redirects()
     app = create_app(config, token)
-    server = _Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=_SHUTDOWN_GRACE_S), app.state.stop)
+    server = _Server(uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=_SHUTDOWN_GRACE_S,
+                                    http=with_header_deadline(config.api.header_timeout_s)), app.state.stop)
     ended_by: BaseException | None = None
     try:
         server.run()

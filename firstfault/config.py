@@ -195,6 +195,7 @@ class ApiSettings:
     max_files_per_glob: int = 4096
     max_bytes_per_attempt: int = 8 * 1024 ** 3
     timeout_s: float = 900.0          # per request, waiting for the attribution lock included
+    header_timeout_s: float = 10.0    # a connection that sends no whole request head within this is closed
 
 
 @dataclass(frozen=True)

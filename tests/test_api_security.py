@@ -296,3 +296,23 @@ def test_a_url_inside_its_root_is_fetched_as_written(tmp_path, site):
             nodes=["node-01", "node-02"], logs=[{"source": "syslog", "path": "node-01.log"}], base_dir=site.url + "/logs"))
     assert status == 200 and verdict["culprit_nodes"] == ["node-01"], verdict
     assert site.asked and set(site.asked) == {"/logs/node-01.log"}
+
+
+def test_connections_that_send_no_whole_request_head_are_closed_after_the_header_timeout(tmp_path):
+    with api_process(tmp_path, "header_timeout_s = 1.0\n") as (proc, url):
+        port = int(url.rsplit(":", 1)[1])
+        sockets = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(50)]
+        try:
+            for i, s in enumerate(sockets[::2]):  # every other one sends half a request head, the rest nothing
+                s.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow-{i}: ".encode())
+            for s in sockets:
+                s.settimeout(20)  # far past the 1 s deadline: a connection held for ever times out here
+                try:
+                    assert s.recv(1024) == b""
+                except ConnectionResetError:
+                    pass  # closed by the server all the same
+        finally:
+            for s in sockets:
+                s.close()
+        with urllib.request.urlopen(f"{url}/healthz", timeout=10) as response:  # a whole request is still answered
+            assert json.loads(response.read()) == {"status": "ok"}
