@@ -7,8 +7,8 @@ attempt as ended, or one of its log sources is still missing, it is tried again 
 any other error (a warehouse busy or damaged for a while, a full disk) is tried again with a doubling wait, never
 given up. Every delay is measured on the worker's clock from the time it first saw the file, which it records in
 the file: the epilog's host may keep another time. A `done` marker per attempt makes every (job, restart count)
-attributed once, however often it was queued. The outbox is sent from a thread of its own, so a sink that hangs never
-holds back an attribution or an action."""
+attributed once, however often it was queued. The outbox is sent from a thread of its own, so a sink that hangs
+never holds back an attribution or an action."""
 from __future__ import annotations
 
 import json
@@ -131,7 +131,7 @@ class Worker:
             log.info("job %s: %s; next try in %g s", ref, e, settings.retry_s)
             self.next_try[path.name] = now + settings.retry_s
             return None
-        except Exception as e:  # a failed attribution (a damaged or busy warehouse, an unreadable log, a full disk): it may pass
+        except Exception as e:  # a damaged or busy warehouse, an unreadable log, a full disk: it may pass
             errors = self.errors[path.name] = self.errors.get(path.name, 0) + 1
             wait = min(settings.retry_s * 2 ** (errors - 1), max(settings.retry_s, settings.give_up_s))
             log.warning("job %s: %s: %s; next try in %g s", ref, type(e).__name__, e, wait)
@@ -189,8 +189,8 @@ def attempt_line(ref: str, verdict: dict, decisions: list[Decision], actions: Ac
     action = verdict.get("action") or "none"
     mine = [d for d in decisions if d.attempt_id == verdict["attempt_id"]]
     if mine:
-        taken = ": " + "; ".join(f"{d.node or '-'} {d.status}" + (f" ({d.reason})" if d.status in ("skipped", "failed") else "")
-                                 for d in mine)
+        why = {d: f" ({d.reason})" if d.status in ("skipped", "failed") else "" for d in mine}
+        taken = ": " + "; ".join(f"{d.node or '-'} {d.status}{why[d]}" for d in mine)
     elif action == "none":
         taken = ""
     elif action != "drain_node":
