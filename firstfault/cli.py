@@ -514,11 +514,12 @@ def _attribute(args) -> int:
         contexts = [load_static_context(p, config.api) for p in specs]
         run_attempts(contexts, config, flow="attribute-attempt")
         attempt_ids = [c.attempt_id for c in contexts]
-    verdicts = _print_verdicts(config.warehouse.path, attempt_ids, as_json=args.json, single=len(attempt_ids) == 1, outputs=outputs)
+    verdicts = _written_verdicts(config.warehouse.path, attempt_ids, outputs)
     if not args.static:  # [actions] act on attempts a scheduler connector found, never on a hand-written context
         from firstfault.warehouse.actions import apply_actions
 
         apply_actions(config, verdicts, "scheduler" if args.scheduler else "slurm" if args.slurm else "kueue")
+    _print_verdicts(verdicts, as_json=args.json, single=len(attempt_ids) == 1)  # last: a closed stdout skips nothing
     return 0
 
 
@@ -580,7 +581,7 @@ def _demo(args) -> int:
 
     outputs = parse_outputs(args.output)
     warehouse, attempt_ids = run_demo(args.dir, fleet=max(0, args.fleet))
-    _print_verdicts(warehouse, attempt_ids, as_json=args.json, single=False, outputs=outputs)
+    _print_verdicts(_written_verdicts(warehouse, attempt_ids, outputs), as_json=args.json, single=False)
     if args.fleet > 0 and not args.json:
         from pathlib import Path
 
@@ -598,13 +599,19 @@ def _demo(args) -> int:
     return 0
 
 
-def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, single: bool, outputs=()) -> list[dict]:
-    """Print the stored verdicts of `attempt_ids` and write them to every `--output` target; returns them."""
-    from firstfault.warehouse.outputs import render_text, verdict_json, write_outputs
+def _written_verdicts(warehouse: str, attempt_ids: list[str], outputs) -> list[dict]:
+    """The stored verdicts of `attempt_ids`, written to every `--output` target."""
+    from firstfault.warehouse.outputs import write_outputs
     from firstfault.warehouse.read import stored_verdicts
 
     verdicts = stored_verdicts(warehouse, attempt_ids)
     write_outputs(outputs, verdicts)
+    return verdicts
+
+
+def _print_verdicts(verdicts: list[dict], *, as_json: bool, single: bool) -> None:
+    from firstfault.warehouse.outputs import render_text, verdict_json
+
     if as_json:
         if single:
             print(json.dumps(verdicts[0], indent=2, default=str))
@@ -613,7 +620,6 @@ def _print_verdicts(warehouse: str, attempt_ids: list[str], *, as_json: bool, si
                 print(verdict_json(v))
     else:
         print(render_text(verdicts))
-    return verdicts
 
 
 def _nightly(args) -> int:
@@ -642,9 +648,10 @@ def _nightly(args) -> int:
         from firstfault.nightly import run_nights
 
         summaries = run_nights(config, days, args.catalog, args.force, args.shards)
-    for summary in summaries:
+    for summary in summaries:  # every night's outputs before the first line printed: a closed stdout skips none
         if outputs:
             write_outputs(outputs, stored_verdicts(config.warehouse.path, summary["attempt_ids"]))
+    for summary in summaries:
         print(json.dumps(summary, default=str) if args.json else render_summary(summary))
     return 0
 
