@@ -31,6 +31,7 @@ import asyncio
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import sys
 import threading
@@ -61,6 +62,9 @@ from firstfault.lake import Lake
 from firstfault.rules_sql.prepared import WarmRulePass
 from firstfault.run import lake_filesystem, load_rule_set, run_attempts
 from firstfault.warehouse.read import load_verdicts, stored_verdicts
+from firstfault.warehouse.store import DamagedWarehouse
+
+log = logging.getLogger(__name__)
 
 REQUEST = "request body"
 SCHEDULER_KEYS = ("slurm", "kueue", "scheduler")
@@ -269,6 +273,11 @@ def create_app(config: Config, token: str | None) -> FastAPI:
     @app.exception_handler(BadInput)
     async def bad_input(request: Request, e: BadInput) -> Response:
         return reply(400, {"error": str(e)})
+
+    @app.exception_handler(DamagedWarehouse)
+    async def damaged_warehouse(request: Request, e: DamagedWarehouse) -> Response:
+        log.error("%s", e)  # the server's file: named in its log, not in the answer
+        return reply(503, {"error": "the server's warehouse is damaged and cannot be read (details in the server's log)"})
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, e: HTTPException) -> Response:

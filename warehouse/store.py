@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -131,6 +132,29 @@ def _relation(con: duckdb.DuckDBPyConnection, source: Source, name: str) -> str:
     return name
 
 
+class DamagedWarehouse(BadInput):
+    """The warehouse file is there but cannot be used (truncated, not DuckDB's): the user's to restore, not a bug."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(path, "warehouse", problem)
+
+
+_HEADER_BYTES = 3 * 4096  # DuckDB's file starts with its main header and two database headers
+
+
+def check_whole(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """DamagedWarehouse when the file is too short to hold the blocks in use (cut by a full disk or a partial copy):
+    DuckDB would answer from the metadata it can read and fail only on the missing blocks. Checked once connected,
+    when no other process writes the file; the free blocks DuckDB drops from the file's end are not counted."""
+    [(total, free, block_bytes)] = con.execute("SELECT total_blocks, free_blocks, block_size FROM pragma_database_size()").fetchall()
+    needed = _HEADER_BYTES + (total - free) * block_bytes
+    size = os.path.getsize(path)
+    if size < needed:
+        con.close()
+        raise DamagedWarehouse(path, f"truncated: {size} bytes, too few for its {total - free} blocks in use ({needed} "
+                                     "bytes); restore it from a backup, or move it aside and attribute again")
+
+
 def connect_reader(path: str, wait_s: float = 30.0) -> duckdb.DuckDBPyConnection:
     """Open read-only; while a writer holds the file, retry for up to wait_s (writes are short)."""
     if not Path(path).exists():
@@ -144,7 +168,9 @@ def _connect_waiting(path: str, *, read_only: bool, wait_s: float) -> duckdb.Duc
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(path, read_only=read_only)
+            con = duckdb.connect(path, read_only=read_only)
+            check_whole(con, path)
+            return con
         except duckdb.Error as e:
             locked = isinstance(e, duckdb.IOException) and "lock" in str(e).lower()
             if locked and time.monotonic() <= deadline:
@@ -152,5 +178,5 @@ def _connect_waiting(path: str, *, read_only: bool, wait_s: float) -> duckdb.Duc
                 delay = min(delay * 2, 1.0)
                 continue
             if not locked and Path(path).is_file():  # a damaged or foreign file: the user's to replace, not a bug
-                raise BadInput(path, "warehouse", f"not a usable DuckDB file: {str(e).splitlines()[0]}") from None
+                raise DamagedWarehouse(path, f"not a usable DuckDB file: {str(e).splitlines()[0]}") from None
             raise
