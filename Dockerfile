@@ -2,7 +2,8 @@
 # demo built into the image, and the HTTP API serving the demo's warehouse.
 #
 #   docker build -t firstfault .
-#   docker run --rm -p 8080:8080 firstfault                     # API on the demo: curl localhost:8080/healthz
+#   docker run --rm -p 8080:8080 -e FIRSTFAULT_API_TOKEN="$(openssl rand -hex 32)" firstfault   # API on the demo
+#                                                               # (no token in the image: it refuses to start without one)
 #   docker run --rm firstfault firstfault demo --dir /tmp/demo  # the demo's verdict table
 #   docker run --rm -v "$PWD:/data" firstfault firstfault attribute --static /data/attempt.yaml --warehouse /data/firstfault.duckdb
 FROM python:3.11-slim-bookworm
@@ -16,4 +17,4 @@ RUN bash scripts/install.sh \
 
 ENV PATH=/opt/firstfault/.venv/bin:$PATH
 EXPOSE 8080
-CMD ["firstfault", "api", "--host", "0.0.0.0", "--port", "8080", "--warehouse", "/var/lib/firstfault/demo/firstfault.duckdb"]
+CMD ["firstfault", "api", "--host", "0.0.0.0", "--port", "8080", "--config", "/opt/firstfault/scripts/container-api.toml", "--warehouse", "/var/lib/firstfault/demo/firstfault.duckdb"]
