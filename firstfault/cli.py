@@ -13,7 +13,7 @@ import threading
 import time
 
 from firstfault import progress
-from firstfault.errors import BadInput
+from firstfault.errors import BadInput, refused_by_file_system
 
 # numpy (which pyarrow loads) starts one OpenBLAS thread per core on import; firstfault does no linear algebra, and
 # those threads cost a short command about 40 ms of CPU. Set before anything loads numpy; child processes inherit it.
@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except Exception as e:  # an internal error: one line, the traceback only on request
+        refused = refused_by_file_system(e) if isinstance(e, OSError) else None
+        if refused is not None:  # a read-only lake, spool or outbox
+            print(f"firstfault: {refused}", file=sys.stderr)
+            return 2
         if os.environ.get("FIRSTFAULT_DEBUG"):
             raise
         print(f"firstfault: internal error: {type(e).__name__}: {e} (set FIRSTFAULT_DEBUG=1 for the traceback)", file=sys.stderr)

@@ -1,6 +1,8 @@
 """Errors a user can cause; the CLI turns them into one line and exit status 2."""
 from __future__ import annotations
 
+import errno
+
 
 class BadInput(Exception):
     """Malformed user input: names the file and the field (None when the problem is the whole file: not found,
@@ -14,3 +16,14 @@ class BadInput(Exception):
 def describe(e: BaseException) -> str:
     """One line for a failure row or a warning: a BadInput as it reads, anything else with its type."""
     return str(e) if isinstance(e, BadInput) else f"{type(e).__name__}: {e}"
+
+
+_REFUSED = (errno.EROFS, errno.EACCES, errno.EPERM)
+WHERE_TO = "make it writable by this user or choose another place (--lake, --warehouse, [automation] spool_dir)"
+
+
+def refused_by_file_system(e: OSError) -> BadInput | None:
+    """A file-system refusal (a read-only mount, permissions) on a named path: the user's to fix, not a bug."""
+    if e.errno not in _REFUSED or not e.filename:
+        return None
+    return BadInput(str(e.filename), None, f"{e.strerror}: {WHERE_TO}")

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from firstfault.errors import BadInput
+from firstfault.errors import WHERE_TO, BadInput
 from firstfault.schema import ATTEMPT_TABLES, RUN_COLUMNS, xid_catalog_path
 
 
@@ -177,6 +177,8 @@ def _connect_waiting(path: str, *, read_only: bool, wait_s: float) -> duckdb.Duc
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
+            if any(m in str(e) for m in ("Read-only file system", "Permission denied")):
+                raise BadInput(path, "warehouse", f"cannot write: {str(e).splitlines()[0].rsplit(': ', 1)[-1]}: {WHERE_TO}") from None
             if not locked and Path(path).is_file():  # a damaged or foreign file: the user's to replace, not a bug
                 raise DamagedWarehouse(path, f"not a usable DuckDB file: {str(e).splitlines()[0]}") from None
             raise
