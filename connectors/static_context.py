@@ -103,8 +103,10 @@ def load_static_context(path: str, limits: ApiSettings | None = None) -> Attempt
         raise BadInput(path, None, f"cannot read: {e}") from None
     try:
         doc = json.loads(text) if path.endswith(".json") else yamlio.safe_load(text, IDS_AS_WRITTEN)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise BadInput(path, None, f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: {str(e).splitlines()[0]}") from None
+    except json.JSONDecodeError as e:
+        raise BadInput(path, None, f"not valid JSON: {e}") from None
+    except yaml.YAMLError as e:
+        raise BadInput(path, None, yamlio.describe_error(e)) from None
     except RecursionError:
         raise BadInput(path, None, f"not valid {'JSON' if path.endswith('.json') else 'YAML'}: nested too deeply") from None
     except ValueError as e:  # a number of more than 4,300 digits (Python's limit on int from text)

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import yaml
+from yaml.error import MarkedYAMLError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -29,6 +30,20 @@ def safe_load(text: str, as_written: Sequence[tuple[str, ...]] = ()) -> Any:
         return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def describe_error(e: Exception) -> str:
+    """`not valid YAML: line L, column C: the problem (while parsing X started at line L2, column C2)`, one line,
+    lines and columns counted from 1 as editors do (a YAML error without a place, a file that is not UTF-8: its
+    message)."""
+    if not isinstance(e, MarkedYAMLError) or e.problem_mark is None:
+        return f"not valid YAML: {' '.join(str(e).split())}"
+    where = f"line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}"
+    context = ""
+    if e.context:
+        started = f" started at line {e.context_mark.line + 1}, column {e.context_mark.column + 1}" if e.context_mark else ""
+        context = f" ({e.context}{started})"
+    return f"not valid YAML: {where}: {e.problem}{context}"
 
 
 def _scalars_at(node: Node, path: tuple[str, ...]) -> Iterator[ScalarNode]:

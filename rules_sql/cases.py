@@ -58,7 +58,7 @@ def load_cases(folders: list[Path]) -> list[Case]:
             try:
                 doc = yamlio.safe_load(path.read_text(encoding="utf-8")) or {}
             except (yaml.YAMLError, UnicodeDecodeError) as e:
-                raise BadInput(str(path), None, f"not valid YAML: {str(e).splitlines()[0]}") from None
+                raise BadInput(str(path), None, yamlio.describe_error(e)) from None
             if not isinstance(doc, dict):
                 raise BadInput(str(path), None, "a fixture file is a mapping with `rule` and `cases`")
             if not isinstance(doc.get("cases") or [], list):

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import polars as pl
+import yaml
 from firstfault.transforms.multiline import (
     ASSEMBLERS,
     MULTILINE_TRIGGERS,
@@ -204,7 +205,10 @@ def load_pattern_file(path: Path, *, check: bool = True) -> list[Pattern]:
 @functools.lru_cache(maxsize=256)
 def _load_pattern_file(path: str, mtime_ns: int, size: int, check: bool) -> tuple[Pattern, ...]:
     """Parsed (and checked) once per process and file version: a nightly shard lands attempts one by one."""
-    data = yamlio.safe_load(Path(path).read_text(encoding="utf-8"))
+    try:
+        data = yamlio.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise PatternError(f"{path}: {yamlio.describe_error(e)}") from None
     if data is None:
         return ()
     if not isinstance(data, list):

@@ -98,7 +98,7 @@ def load_topology(path: str | None) -> pa.Table:
             try:
                 doc = yamlio.safe_load(text)
             except yaml.YAMLError as e:
-                raise BadInput(path, "topology", f"not valid YAML: {e}") from None
+                raise BadInput(path, "topology", yamlio.describe_error(e)) from None
             if isinstance(doc, dict) and "nodes" in doc:
                 doc = doc["nodes"]
             if isinstance(doc, dict):

@@ -80,7 +80,7 @@ def _load_file(path: Path) -> list[Message]:
     try:
         doc = yamlio.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise BadInput(str(path), None, f"not valid YAML: {str(e).splitlines()[0]}") from None
+        raise BadInput(str(path), None, yamlio.describe_error(e)) from None
     if not isinstance(doc, dict):
         raise BadInput(str(path), None, "a catalogue file is a mapping with emitter, repository and messages")
     unknown = set(doc) - FILE_KEYS
