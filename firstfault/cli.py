@@ -94,11 +94,44 @@ def _set_verbosity(level: int) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line naming the argument (exit 2); a mistyped choice names the closest valid one.
+    """Usage errors as one line naming the argument (exit 2); a mistyped choice or option names the closest valid one.
     Subcommands are built with this class too (argparse uses the parent's class for them)."""
 
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)  # a subcommand's parser gets its own part
+        namespace, extras = super().parse_known_args(args, namespace)
+        if self._unknown_option(extras):
+            self.error("")
+        return namespace, extras
+
     def error(self, message: str):
+        # a mistyped option is the cause of whatever else went wrong (`--statik` leaves the required --static unset)
+        unknown = self._unknown_option(getattr(self, "_given", []))
+        if unknown:
+            names = [o for o in self._option_string_actions if o.startswith("--")] + self._subcommand_names()
+            close = difflib.get_close_matches(unknown, names, n=1)
+            message = f"unrecognized argument {unknown!r}" + (f": did you mean {close[0]!r}?" if close else "")
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def _unknown_option(self, tokens: list[str]) -> str | None:
+        """The first of `tokens` that looks like an option this parser does not know (abbreviations of its long
+        options are known). With subcommands, only the tokens before the first positional one are this parser's."""
+        has_subcommands = bool(self._subcommand_names())
+        for token in tokens:
+            if token == "--":
+                return None
+            if not token.startswith("-") or token == "-" or self._negative_number_matcher.match(token):
+                if has_subcommands:
+                    return None
+                continue
+            name = token.split("=", 1)[0] if token.startswith("--") else token[:2]
+            if name not in self._option_string_actions and not (
+                    name.startswith("--") and any(o.startswith(name) for o in self._option_string_actions)):
+                return name
+        return None
+
+    def _subcommand_names(self) -> list[str]:
+        return [name for a in self._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices]
 
     def _check_value(self, action, value):
         if action.choices is not None and value not in action.choices:
