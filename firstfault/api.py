@@ -47,7 +47,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
-from firstfault.config import ApiSettings, Config
+from firstfault.config import DEFAULT_CONFIG, NO_CONFIG, ApiSettings, Config
 from firstfault.connectors.registry import resolve_scheduler_specs
 from firstfault.connectors.request_limits import check_base_dir, check_counts, check_paths, check_scheduler_facts
 from firstfault.connectors.static_context import (
@@ -415,16 +415,18 @@ class _Server(uvicorn.Server):
 
 
 def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8080, no_auth: bool = False,
-          config_file: str = "firstfault.toml") -> None:
-    """Serve until SIGTERM or SIGINT; refuse to start without a token unless `no_auth` on a loopback address."""
-    token = read_token(config.api, config_file)
+          config_file: str | None = DEFAULT_CONFIG) -> None:
+    """Serve until SIGTERM or SIGINT; refuse to start without a token unless `no_auth` on a loopback address.
+    `config_file`: the file `config` was read from (None: none was, every [api] setting is at its default)."""
+    token = read_token(config.api, config_file or DEFAULT_CONFIG)
     if no_auth:
         if not is_loopback(host):
             raise BadInput("--no-auth", "host", f"serving without a token only on a loopback address, not {host!r}")
         token = None
     elif not token:
-        raise BadInput(config_file, "api.token_env", "no token: set [api] token_env or token_file "
-                       "(or pass --no-auth to serve on a loopback address without one)")
+        unset = "set [api] token_env or token_file" if config_file else f"{NO_CONFIG} to set [api] token_env or token_file"
+        raise BadInput(config_file or "--config", "api.token_env" if config_file else None,
+                       f"no token: {unset} (or pass --no-auth to serve on a loopback address without one)")
     for key in ("max_body_bytes", "max_nodes", "max_ranks", "max_gpus_per_node", "max_paths", "max_files_per_glob",
                 "max_bytes_per_attempt", "timeout_s", "header_timeout_s"):
         if getattr(config.api, key) <= 0:

@@ -337,7 +337,8 @@ EXAMPLES = {
     "attribute": "firstfault attribute --static firstfault-demo/attempts/headline/attempt.yaml --json",
     "sql": 'firstfault sql "SELECT attempt_id, verdict, domain FROM attributions" --format csv',
     "nightly": "firstfault nightly --config firstfault.toml --date 2026-11-29",
-    "api": "firstfault api --port 8080 --warehouse firstfault.duckdb",
+    "api": "firstfault api --no-auth --config firstfault-demo/firstfault.toml  # loopback only; after `firstfault demo`\n"
+           "  firstfault api --host 0.0.0.0 --config /etc/firstfault/firstfault.toml  # its [api] token_env or token_file",
     "serve": "prefect server start & export PREFECT_API_URL=http://127.0.0.1:4200/api\n"
              "  firstfault serve --config firstfault.toml",
     "report": "firstfault report --warehouse firstfault.duckdb --out firstfault-report",
@@ -385,24 +386,48 @@ def _add_output_flag(command: argparse.ArgumentParser) -> None:
 
 def _api(args) -> int:
     from firstfault.api import serve
-    from firstfault.config import resolve_config
+    from firstfault.config import find_config, resolve_config
 
     if not 0 <= args.port <= 65535:
         raise BadInput("--port", "port", "must be between 0 and 65535")
-    serve(resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse), host=args.host, port=args.port,
-          no_auth=args.no_auth, config_file=args.config or "firstfault.toml")
+    source = find_config(args.config)
+    serve(resolve_config(source, lake_root=args.lake, warehouse_path=args.warehouse), host=args.host, port=args.port,
+          no_auth=args.no_auth, config_file=source)
     return 0
 
 
-def _fleet_rebuild(args) -> int:
+def _existing_warehouse(args, lake_root: str | None = None):
+    """The config of a command that reads a warehouse which must exist: --config, FIRSTFAULT_CONFIG, ./firstfault.toml,
+    else the one config `firstfault demo` wrote in a folder of this one. A missing warehouse is bad input naming the
+    config it came from, or saying that none was read."""
     from pathlib import Path
 
-    from firstfault.config import resolve_config
+    from firstfault.config import NO_CONFIG, demo_configs, find_config, resolve_config
+
+    source, demos = find_config(args.config), []
+    if source is None:
+        demos = demo_configs()
+        if len(demos) == 1:
+            source = str(demos[0])
+            if args.verbosity >= 0:
+                print(f"firstfault: config {source} (written by `firstfault demo`; --config or FIRSTFAULT_CONFIG to read "
+                      f"another)", file=sys.stderr)
+    config = resolve_config(source, lake_root=lake_root, warehouse_path=args.warehouse)
+    if not Path(config.warehouse.path).exists():
+        if args.warehouse or source:
+            why = f"{'' if args.warehouse else f' ([warehouse] path of {source})'}: run `firstfault demo` or `attribute` first"
+        elif demos:
+            why = f", and {NO_CONFIG}: `firstfault demo` wrote {' and '.join(map(str, demos))}: pass one with --config"
+        else:
+            why = f", and {NO_CONFIG}: after `firstfault demo --dir DIR`, pass --config DIR/firstfault.toml"
+        raise BadInput(config.warehouse.path, "warehouse", f"no such DuckDB file{why}")
+    return config
+
+
+def _fleet_rebuild(args) -> int:
     from firstfault.warehouse.fleet import rebuild
 
-    config = resolve_config(args.config, warehouse_path=args.warehouse)
-    if not Path(config.warehouse.path).exists():
-        raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)")
+    config = _existing_warehouse(args)
     counts = rebuild(config.warehouse.path, config, day=args.day, topology=args.topology)
     print(", ".join(f"{table}: {n} row{'s' if n != 1 else ''}" for table, n in counts.items()))
     return 0
@@ -490,19 +515,17 @@ def _worker(args) -> int:
 
 def _actions(args) -> int:
     from firstfault.warehouse.actions import ACTION_COLUMNS, list_actions
-    from firstfault.config import resolve_config
     from firstfault.warehouse.outputs import format_rows
 
-    rows = list_actions(resolve_config(args.config, warehouse_path=args.warehouse).warehouse.path)
+    rows = list_actions(_existing_warehouse(args).warehouse.path)
     print(format_rows(list(ACTION_COLUMNS), [tuple(r[c] for c in ACTION_COLUMNS) for r in rows], args.format))
     return 0
 
 
 def _actions_resume(args) -> int:
     from firstfault.warehouse.actions import resume
-    from firstfault.config import resolve_config
 
-    row = resume(resolve_config(args.config, warehouse_path=args.warehouse), args.action_id)
+    row = resume(_existing_warehouse(args), args.action_id)
     print(f"action {row['action_id']}: node {row['node']} returned to service")
     return 0
 
@@ -701,33 +724,25 @@ def _serve(args) -> int:
 
 
 def _report(args) -> int:
-    from firstfault.config import resolve_config
     from firstfault.warehouse.report import write_report
 
-    config = resolve_config(args.config, warehouse_path=args.warehouse)
-    try:
-        index = write_report(config.warehouse.path, args.out)
-    except FileNotFoundError:
-        raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
+    index = write_report(_existing_warehouse(args).warehouse.path, args.out)
     print(f"report: {index}")
     return 0
 
 
 def _sql(args) -> int:
-    from firstfault.config import resolve_config
     from firstfault.warehouse.adhoc import MAX_LIMIT, MAX_TIMEOUT_S, QueryLeftBehind, run_adhoc
     from firstfault.warehouse.outputs import format_rows
 
-    config = resolve_config(args.config, lake_root=args.lake, warehouse_path=args.warehouse)
     if not 0 < args.timeout <= MAX_TIMEOUT_S:
         raise BadInput("--timeout", "timeout", f"must be > 0 and at most {MAX_TIMEOUT_S:g} seconds")
     if not 0 < args.limit <= MAX_LIMIT:
         raise BadInput("--limit", "limit", f"must be > 0 and at most {MAX_LIMIT} rows")
+    config = _existing_warehouse(args, lake_root=args.lake)
     started = time.monotonic()
     try:
         answer = run_adhoc(config.warehouse.path, args.query, config.lake.root, args.timeout, args.limit)
-    except FileNotFoundError:
-        raise BadInput(config.warehouse.path, "warehouse", "no such DuckDB file (run `firstfault demo` or `attribute` first)") from None
     except QueryLeftBehind as e:  # the interpreter's teardown would close DuckDB, which waits for the blocked read
         print(f"firstfault: {e}", file=sys.stderr, flush=True)
         os._exit(2)

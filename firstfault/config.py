@@ -1,6 +1,7 @@
 """firstfault.toml (docs/DESIGN.md §5): every key optional, unknown keys rejected with file and key."""
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -261,12 +262,41 @@ SECTIONS = {
 }
 
 
+CONFIG_ENV = "FIRSTFAULT_CONFIG"
+DEFAULT_CONFIG = "firstfault.toml"
+DEMO_CONFIG_HEADER = "# written by `firstfault demo`"  # the first line of the config `firstfault demo` writes
+
+
+def find_config(path: str | None) -> str | None:
+    """The config file a command reads: `path` (--config), else $FIRSTFAULT_CONFIG, else ./firstfault.toml when it
+    exists; None: no file, every setting at its default."""
+    if path:
+        return path
+    if os.environ.get(CONFIG_ENV):
+        return os.environ[CONFIG_ENV]
+    return DEFAULT_CONFIG if Path(DEFAULT_CONFIG).exists() else None
+
+
+def demo_configs() -> list[Path]:
+    """The configs `firstfault demo` wrote in the folders of the current one (`firstfault-demo/firstfault.toml`)."""
+    found = []
+    for candidate in sorted(Path(".").glob(f"*/{DEFAULT_CONFIG}")):
+        try:
+            with candidate.open(encoding="utf-8") as f:
+                if f.readline().startswith(DEMO_CONFIG_HEADER):
+                    found.append(candidate)
+        except (OSError, UnicodeDecodeError):  # not a config of the demo's
+            continue
+    return found
+
+
+NO_CONFIG = f"no config file was read (none given with --config or {CONFIG_ENV}, no ./{DEFAULT_CONFIG})"
+
+
 def load_config(path: str | None) -> Config:
+    path = find_config(path)
     if path is None:
-        default = Path("firstfault.toml")
-        if not default.exists():
-            return Config()
-        path = str(default)
+        return Config()
     try:
         doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -14,7 +14,7 @@ from firstfault.connectors.static_context import load_static_context
 from firstfault.synthetic.logwriters import Scenario, write_attempt
 from firstfault.synthetic.simulate import simulate
 
-from firstfault.config import load_config
+from firstfault.config import DEMO_CONFIG_HEADER, load_config
 from firstfault.nightly import run_nightly
 
 T0 = datetime(2026, 11, 29, 1, 0, 0, tzinfo=timezone.utc)
@@ -185,7 +185,7 @@ def write_demo_config(root: Path) -> Path:
     (sql, report, nightly, api) at the demo. The demo itself runs with it."""
     path = root / "firstfault.toml"
     path.write_text(
-        "# written by `firstfault demo`: the demo's lake, warehouse and catalog (docs/configuration.md)\n"
+        f"{DEMO_CONFIG_HEADER}: the demo's lake, warehouse and catalog (docs/configuration.md)\n"
         f"[lake]\nroot = {json.dumps(str(root / 'lake'))}\n\n"
         f"[warehouse]\npath = {json.dumps(str(root / 'firstfault.duckdb'))}\n\n"
         "[catalog]\npaths = [\"**/attempt.yaml\"]  # relative to this file: the scenarios and the simulated fleet\n",
