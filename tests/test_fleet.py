@@ -162,6 +162,19 @@ def test_node_offenders_lemon_first(fleet_wh):
     assert [r["position"] for r in rows] == list(range(1, len(rows) + 1))
 
 
+def test_node_offenders_position_follows_the_sort_key_it_shows(fleet_wh):
+    path, _, _ = fleet_wh
+    rows = warehouse_rows(path, "SELECT * FROM node_offenders ORDER BY position")
+    key = [(-r["severity"], -r["reason_count"], -r["failures_30d"], -r["attempts_affected"]) for r in rows]
+    assert key == sorted(key)
+    for r in rows:  # the count is the one the reason states
+        assert f"{r['reason_count']} " in r["reason"] or f"({r['reason_count']})" in r["reason"], r
+    by_node = {r["node"]: r for r in rows if r["level"] == "node"}
+    # both `watch`: two application failures rank above one hardware failure
+    assert (by_node["inc-05"]["reason_count"], by_node["b-00"]["reason_count"]) == (2, 1)
+    assert by_node["inc-05"]["position"] < by_node["b-00"]["position"]
+
+
 def test_port_hotspots_bad_switch_port_first(fleet_wh):
     path, _, _ = fleet_wh
     rows = warehouse_rows(path, "SELECT * FROM port_hotspots ORDER BY position")

@@ -52,8 +52,8 @@ WHERE a.verdict = 'attributed' AND a.root_cause.node IS NOT NULL AND a.root_caus
 -- windows, and an escalating recommendation: the same Xid on the same GPU in >= xid_repeat_count attempts (not an
 -- exempt Xid) -> hardware_inspection; >= drain_count hardware attributions within drain_window_days -> drain;
 -- >= watch_count attributed failures in the long window -> watch; else none. A node inherits its GPUs' Xid repeats.
--- Worst first (`position` 1, last column; `severity` 3..0 mirrors the recommendation): recommendation, hardware
--- failures in the drain window, in the long window, all failures, last seen.
+-- Worst first (`position` 1, last column), by the sort key the row shows: `severity` (3..0, the recommendation), then
+-- `reason_count` (the count its `reason` states), then attributed failures and attempts in the long window, last seen.
 CREATE OR REPLACE TABLE node_offenders AS
 WITH p AS (SELECT * FROM fleet_params),
 xid_gpu AS (
@@ -103,18 +103,22 @@ decided AS (
                     THEN printf('%d hardware attributions within %d days', g.hardware_drain_window, p.drain_window_days)
                 WHEN g.failures_30d >= p.watch_count
                     THEN printf('%d attributed failure(s) within %d days', g.failures_30d, p.long_window_days)
-                ELSE printf('named only by ambiguous verdicts (%d) within %d days', g.ambiguous_30d, p.long_window_days) END AS reason
+                ELSE printf('named only by ambiguous verdicts (%d) within %d days', g.ambiguous_30d, p.long_window_days) END AS reason,
+           CASE WHEN coalesce(x.xid_repeats, 0) >= p.xid_repeat_count THEN x.xid_repeats
+                WHEN g.hardware_drain_window >= p.drain_count THEN g.hardware_drain_window
+                WHEN g.failures_30d >= p.watch_count THEN g.failures_30d
+                ELSE g.ambiguous_30d END AS reason_count
     FROM agg g CROSS JOIN p
     LEFT JOIN xid_best x ON x.level = g.level AND x.node = g.node AND x.gpu IS NOT DISTINCT FROM g.gpu AND x.uuid_key = g.uuid_key
 )
 SELECT level, node, gpu, gpu_uuid, gpu_serial, run_day, recommendation,
        CASE recommendation WHEN 'hardware_inspection' THEN 3 WHEN 'drain' THEN 2 WHEN 'watch' THEN 1 ELSE 0 END AS severity,
-       reason, failures_7d, failures_30d, hardware_7d, hardware_30d, network_7d, network_30d, software_7d, software_30d,
+       reason, reason_count, failures_7d, failures_30d, hardware_7d, hardware_30d, network_7d, network_30d, software_7d, software_30d,
        application_7d, application_30d, infrastructure_7d, infrastructure_30d, ambiguous_30d, hardware_drain_window,
        xid_repeats, repeated_xid, attempts_affected, attempt_ids, first_seen, last_seen, row_number() OVER w AS position
 FROM decided
 WINDOW w AS (ORDER BY CASE recommendation WHEN 'hardware_inspection' THEN 0 WHEN 'drain' THEN 1 WHEN 'watch' THEN 2 ELSE 3 END,
-                      hardware_drain_window DESC, hardware_30d DESC, failures_30d DESC, attempts_affected DESC, last_seen DESC,
+                      reason_count DESC, failures_30d DESC, attempts_affected DESC, last_seen DESC,
                       level DESC, node, gpu NULLS FIRST, uuid_key)
 ORDER BY position;
 
