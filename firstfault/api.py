@@ -4,6 +4,7 @@
                                 `base_dir` or the server's working directory) -> its verdict object;
                                 {"slurm": "JOBID[:ATTEMPT]"} | {"kueue": "NS/WL"} | {"scheduler": "NAME:REF"}
                                 -> a list of verdict objects (one id may name several attempts: requeues)
+    GET  /v1/attempts           a page of the stored attempts, newest first, filtered by verdict, domain, node, day
     GET  /v1/attempts/{id}      the stored verdict of an attempt (ids contain `/`), 404 when there is none
     GET  /healthz               {"status": "ok"}
 
@@ -38,9 +39,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from urllib.parse import urlencode
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -61,12 +64,14 @@ from firstfault.header_deadline import with_header_deadline
 from firstfault.lake import Lake
 from firstfault.rules_sql.prepared import WarmRulePass
 from firstfault.run import lake_filesystem, load_rule_set, run_attempts
-from firstfault.warehouse.read import load_verdicts, stored_verdicts
+from firstfault.warehouse.read import ATTEMPT_FILTERS, DOMAINS, VERDICTS, list_attempts, load_verdicts, stored_verdicts
 from firstfault.warehouse.store import DamagedWarehouse
 
 log = logging.getLogger(__name__)
 
 REQUEST = "request body"
+QUERY = "query string"
+PAGE_SIZE, MAX_PAGE_SIZE = 100, 1000  # attempts per page of GET /v1/attempts: default, at most
 SCHEDULER_KEYS = ("slurm", "kueue", "scheduler")
 JSON_TYPE = "application/json"
 
@@ -177,6 +182,14 @@ class Attributor:
         with self._warehouse.reading():
             return stored_verdicts(self.config.warehouse.path, attempt_ids)
 
+    def attempts(self, filters: dict[str, str], limit: int, offset: int) -> tuple[int, list[dict]]:
+        """(matching attempts, this page of them); none while the warehouse does not exist yet."""
+        with self._warehouse.reading():
+            try:
+                return list_attempts(self.config.warehouse.path, filters, limit, offset)
+            except FileNotFoundError:
+                return 0, []
+
     def _scheduled_contexts(self, body: dict, scheduled: list[str]) -> list[AttemptContext]:
         kind = scheduled[0]
         extra = sorted(set(body) - {kind})
@@ -205,6 +218,56 @@ def _static_context(body: dict, limits: ApiSettings) -> AttemptContext:
     check_scheduler_facts(ctx, REQUEST)
     check_paths(ctx, limits, REQUEST)
     return ctx
+
+
+def attempt_query(params) -> tuple[dict[str, str], int, int]:
+    """(filters, limit, offset) of GET /v1/attempts from its query parameters; BadInput naming the parameter."""
+    allowed = (*ATTEMPT_FILTERS, "limit", "offset")
+    for key in params:
+        if key not in allowed:
+            raise BadInput(QUERY, key, f"unknown parameter: one of {', '.join(allowed)}")
+        if len(params.getlist(key)) > 1:
+            raise BadInput(QUERY, key, "given more than once")
+    choices = {"verdict": VERDICTS, "domain": DOMAINS}
+    filters = {}
+    for key in ATTEMPT_FILTERS:
+        value = params.get(key)
+        if value is None:
+            continue
+        if not value:
+            raise BadInput(QUERY, key, "empty")
+        if key in choices and value not in choices[key]:
+            raise BadInput(QUERY, key, f"{value!r} is not one of {', '.join(choices[key])}")
+        if key == "day" and not _is_day(value):
+            raise BadInput(QUERY, key, f"{value!r} is not a UTC day YYYY-MM-DD")
+        filters[key] = value
+    limit = _whole_number(params, "limit", PAGE_SIZE, 1, MAX_PAGE_SIZE)
+    offset = _whole_number(params, "offset", 0, 0, None)
+    return filters, limit, offset
+
+
+def _is_day(value: str) -> bool:
+    try:
+        return date.fromisoformat(value).isoformat() == value
+    except ValueError:
+        return False
+
+
+def _whole_number(params, key: str, default: int, low: int, high: int | None) -> int:
+    value = params.get(key)
+    if value is None:
+        return default
+    if not (value.isascii() and value.isdigit()) or int(value) < low or (high is not None and int(value) > high):
+        bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise BadInput(QUERY, key, f"{value!r} is not a whole number {bound}")
+    return int(value)
+
+
+def next_page(filters: dict[str, str], limit: int, offset: int, shown: int, total: int) -> str | None:
+    """The URL of the page after this one, None on the last page."""
+    if offset + shown >= total:
+        return None
+    return "/v1/attempts?" + urlencode({**filters, "limit": limit, "offset": offset + shown})
 
 
 def read_token(settings: ApiSettings, config_file: str) -> str:
@@ -329,8 +392,17 @@ def create_app(config: Config, token: str | None) -> FastAPI:
         work.cancel()
         return late
 
+    @app.get("/v1/attempts")
+    def get_attempts(request: Request) -> Response:
+        filters, limit, offset = attempt_query(request.query_params)
+        total, page = attributor.attempts(filters, limit, offset)
+        return reply(200, {"attempts": page, "total": total, "offset": offset, "limit": limit,
+                           "next": next_page(filters, limit, offset, len(page), total)})
+
     @app.get("/v1/attempts/{attempt_id:path}")
     def get_attempt(attempt_id: str) -> Response:
+        if not attempt_id:
+            return reply(404, {"error": "no attempt id: GET /v1/attempts lists the attempts"})
         try:
             found = attributor.verdicts([attempt_id])
         except FileNotFoundError:

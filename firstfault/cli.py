@@ -201,7 +201,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_output_flag(nightly)
     nightly.set_defaults(handler=_nightly)
 
-    api = _command(sub, "api", help="serve attribution over HTTP (POST /v1/attribute, GET /v1/attempts/ID, GET /healthz)")
+    api = _command(sub, "api", help="serve attribution over HTTP (POST /v1/attribute, GET /v1/attempts[/ID], GET /healthz)")
     api.add_argument("--host", default="127.0.0.1", help="address to listen on")
     api.add_argument("--port", type=int, default=8080, help="port to listen on (0: any free port)")
     api.add_argument("--config", help="firstfault.toml (schedulers, plug-ins, rules, patterns)")

@@ -157,3 +157,87 @@ def test_internal_error_is_500_json_without_traceback(tmp_path):
 def test_api_command_rejects_a_bad_port(capsys):
     assert main(["api", "--port", "70000"]) == 2
     assert "--port" in capsys.readouterr().err
+
+
+# --- GET /v1/attempts: the list, paged and filtered ------------------------------------------------------------------
+
+LISTED = [  # attempt, verdict, domain, nodes, start (None: unknown)
+    ("t/w1/0", "attributed", "hardware", ["n1", "n2"], "2026-11-28T01:00:00"),
+    ("t/w2/0", "attributed", "network", ["n2", "n3"], "2026-11-29T01:00:00"),
+    ("t/w3/0", "unattributed", None, ["n3"], "2026-11-29T05:00:00"),
+    ("t/w4/0", "not_failed", None, ["n1"], None),
+]
+
+
+@pytest.fixture()
+def listed(tmp_path):
+    from firstfault.warehouse.store import connect_writer
+
+    path = tmp_path / "listed.duckdb"
+    con = connect_writer(str(path))
+    for attempt_id, verdict, domain, nodes, start in reversed(LISTED):  # stored in another order than listed
+        con.execute("""INSERT INTO attributions BY NAME SELECT ? AS attempt_id, 'w' AS workload_id, 0 AS attempt, 't' AS cluster, 'FAILED' AS state, ? AS verdict, ? AS domain, ?::VARCHAR[] AS nodes,
+                           ?::TIMESTAMP AS start_ts, CAST(?::TIMESTAMP AS DATE)::VARCHAR AS day""",
+                    [attempt_id, verdict, domain, nodes, start, start])
+    con.close()
+    with Server(resolve_config(None, warehouse_path=str(path))) as server:
+        yield server
+
+
+def listing(server, query="") -> tuple[int, dict]:
+    return server.request("GET", "/v1/attempts" + query)
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("", ["t/w3/0", "t/w2/0", "t/w1/0", "t/w4/0"]),  # newest start first, an unknown start last
+    ("?verdict=attributed", ["t/w2/0", "t/w1/0"]),
+    ("?domain=network", ["t/w2/0"]),
+    ("?node=n1", ["t/w1/0", "t/w4/0"]),
+    ("?day=2026-11-29", ["t/w3/0", "t/w2/0"]),
+    ("?node=n2&verdict=attributed&day=2026-11-28", ["t/w1/0"]),
+    ("?verdict=ambiguous", []),
+])
+def test_the_attempts_list_filters_by_verdict_domain_node_and_day(listed, query, expected):
+    status, reply = listing(listed, query)
+    assert status == 200, reply
+    assert [a["attempt_id"] for a in reply["attempts"]] == expected
+    assert reply["total"] == len(expected) and reply["next"] is None
+
+
+def test_the_attempts_list_is_paged(listed):
+    status, first = listing(listed, "?node=n3&limit=1")
+    assert status == 200 and first["total"] == 2 and (first["offset"], first["limit"]) == (0, 1)
+    assert [a["attempt_id"] for a in first["attempts"]] == ["t/w3/0"]
+    assert first["next"] == "/v1/attempts?node=n3&limit=1&offset=1"
+    status, second = listed.request("GET", first["next"])
+    assert [a["attempt_id"] for a in second["attempts"]] == ["t/w2/0"] and second["next"] is None
+    row = second["attempts"][0]
+    assert (row["verdict"], row["domain"], row["day"], row["start"]) == ("attributed", "network", "2026-11-29", "2026-11-29T01:00:00.000Z")
+    status, past = listing(listed, "?offset=10")
+    assert status == 200 and past["attempts"] == [] and past["total"] == 4
+
+
+@pytest.mark.parametrize("query, names", [
+    ("?limit=0", "field 'limit': '0' is not a whole number from 1 to 1000"),
+    ("?limit=1001", "field 'limit'"),
+    ("?offset=-1", "field 'offset'"),
+    ("?verdict=atributed", "field 'verdict': 'atributed' is not one of attributed, ambiguous, unattributed, not_failed"),
+    ("?domain=gpu", "field 'domain'"),
+    ("?day=2026-13-01", "field 'day': '2026-13-01' is not a UTC day YYYY-MM-DD"),
+    ("?node=", "field 'node': empty"),
+    ("?nodes=n1", "field 'nodes': unknown parameter"),
+    ("?node=n1&node=n2", "field 'node': given more than once"),
+])
+def test_a_bad_attempts_query_is_400_naming_the_parameter(listed, query, names):
+    status, reply = listing(listed, query)
+    assert status == 400 and reply["error"].startswith("query string: ") and names in reply["error"], reply
+
+
+def test_the_attempts_list_needs_the_token(listed):
+    status, reply = listed.request("GET", "/v1/attempts", headers={"Authorization": "Bearer wrong"})
+    assert status == 401 and "bearer token" in reply["error"]
+
+
+def test_an_empty_attempt_id_points_at_the_list(listed):
+    status, reply = listed.request("GET", "/v1/attempts/")
+    assert status == 404 and "GET /v1/attempts lists the attempts" in reply["error"]
