@@ -39,11 +39,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import date
 from pathlib import Path
 from types import FrameType
 from typing import Any
-from urllib.parse import urlencode
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -64,14 +62,13 @@ from firstfault.header_deadline import with_header_deadline
 from firstfault.lake import Lake
 from firstfault.rules_sql.prepared import WarmRulePass
 from firstfault.run import lake_filesystem, load_rule_set, run_attempts
-from firstfault.warehouse.read import ATTEMPT_FILTERS, DOMAINS, VERDICTS, list_attempts, load_verdicts, stored_verdicts
+from firstfault.warehouse.attempt_list import attempt_query, list_attempts, next_page
+from firstfault.warehouse.read import load_verdicts, stored_verdicts
 from firstfault.warehouse.store import DamagedWarehouse
 
 log = logging.getLogger(__name__)
 
 REQUEST = "request body"
-QUERY = "query string"
-PAGE_SIZE, MAX_PAGE_SIZE = 100, 1000  # attempts per page of GET /v1/attempts: default, at most
 SCHEDULER_KEYS = ("slurm", "kueue", "scheduler")
 JSON_TYPE = "application/json"
 
@@ -218,56 +215,6 @@ def _static_context(body: dict, limits: ApiSettings) -> AttemptContext:
     check_scheduler_facts(ctx, REQUEST)
     check_paths(ctx, limits, REQUEST)
     return ctx
-
-
-def attempt_query(params) -> tuple[dict[str, str], int, int]:
-    """(filters, limit, offset) of GET /v1/attempts from its query parameters; BadInput naming the parameter."""
-    allowed = (*ATTEMPT_FILTERS, "limit", "offset")
-    for key in params:
-        if key not in allowed:
-            raise BadInput(QUERY, key, f"unknown parameter: one of {', '.join(allowed)}")
-        if len(params.getlist(key)) > 1:
-            raise BadInput(QUERY, key, "given more than once")
-    choices = {"verdict": VERDICTS, "domain": DOMAINS}
-    filters = {}
-    for key in ATTEMPT_FILTERS:
-        value = params.get(key)
-        if value is None:
-            continue
-        if not value:
-            raise BadInput(QUERY, key, "empty")
-        if key in choices and value not in choices[key]:
-            raise BadInput(QUERY, key, f"{value!r} is not one of {', '.join(choices[key])}")
-        if key == "day" and not _is_day(value):
-            raise BadInput(QUERY, key, f"{value!r} is not a UTC day YYYY-MM-DD")
-        filters[key] = value
-    limit = _whole_number(params, "limit", PAGE_SIZE, 1, MAX_PAGE_SIZE)
-    offset = _whole_number(params, "offset", 0, 0, None)
-    return filters, limit, offset
-
-
-def _is_day(value: str) -> bool:
-    try:
-        return date.fromisoformat(value).isoformat() == value
-    except ValueError:
-        return False
-
-
-def _whole_number(params, key: str, default: int, low: int, high: int | None) -> int:
-    value = params.get(key)
-    if value is None:
-        return default
-    if not (value.isascii() and value.isdigit()) or int(value) < low or (high is not None and int(value) > high):
-        bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
-        raise BadInput(QUERY, key, f"{value!r} is not a whole number {bound}")
-    return int(value)
-
-
-def next_page(filters: dict[str, str], limit: int, offset: int, shown: int, total: int) -> str | None:
-    """The URL of the page after this one, None on the last page."""
-    if offset + shown >= total:
-        return None
-    return "/v1/attempts?" + urlencode({**filters, "limit": limit, "offset": offset + shown})
 
 
 def read_token(settings: ApiSettings, config_file: str) -> str:

@@ -66,30 +66,6 @@ def stored_verdicts(path: str, attempt_ids: Sequence[str]) -> list[dict]:
         return load_verdicts(con, attempt_ids)
 
 
-VERDICTS = ("attributed", "ambiguous", "unattributed", "not_failed")
-DOMAINS = ("hardware", "network", "software", "application", "infrastructure")
-_ISO = "'%Y-%m-%dT%H:%M:%S.%gZ'"  # as timestamps read inside a verdict (docs/verdict.md)
-# one line per attempt, as the report's attempts table shows it
-ATTEMPT_LIST_SQL = f"""SELECT attempt_id, cluster, workload_id, attempt, state, verdict, domain, subdomain, culprit_nodes,
-    action, quality.confidence AS confidence, root_cause.summary AS summary, day, strftime(start_ts, {_ISO}) AS start,
-    strftime(end_ts, {_ISO}) AS "end", gpu_model, nodes FROM attributions"""
-ATTEMPT_FILTERS = {"verdict": "verdict = ?", "domain": "domain = ?", "day": "day = ?", "node": "list_contains(nodes, ?)"}
-
-
-def list_attempts(path: str, filters: dict[str, str], limit: int, offset: int) -> tuple[int, list[dict]]:
-    """(how many attempts match, the page of them from `offset`), newest start first as in the report (attempts
-    without a start last; then by attempt id, descending). `filters`: verdict, domain, day (exact) and node (the
-    attempt ran on it). FileNotFoundError when the warehouse does not exist yet."""
-    conditions = [ATTEMPT_FILTERS[key] for key in filters]
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    params = list(filters.values())
-    with reading(path) as con:
-        total = con.execute(f"SELECT count(*) FROM attributions{where}", params).fetchone()[0]
-        page = query(con, f"{ATTEMPT_LIST_SQL}{where} ORDER BY start_ts DESC NULLS LAST, attempt_id DESC LIMIT ? OFFSET ?",
-                     [*params, limit, offset])
-    return total, page
-
-
 def verdict_summaries(path: str) -> list[tuple]:
     """(attempt_id, verdict, domain, subdomain, culprit_nodes, confidence) of every attempt (scoring against a truth
     file)."""
