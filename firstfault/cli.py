@@ -184,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
 
     nightly = _command(sub, "nightly", help="attribute every attempt of a catalog that ended on a UTC day (default yesterday)")
     when = nightly.add_mutually_exclusive_group()
-    when.add_argument("--date", help="YYYY-MM-DD, the UTC day the attempts ended (default: yesterday)")
+    when.add_argument("--date", help="the UTC day the attempts ended (default: yesterday)")
     when.add_argument("--since", metavar="YYYY-MM-DD", help="backfill: every night from this UTC day to --until, one warehouse load per night")
     nightly.add_argument("--until", metavar="YYYY-MM-DD", help="last night of a --since backfill, inclusive (default: yesterday)")
     nightly.add_argument("--config", help="firstfault.toml ([catalog] paths, [lake], [warehouse], [schedule] shards)")
@@ -270,7 +270,8 @@ def _parser() -> argparse.ArgumentParser:
     fleet_rebuild = _command(fleet_sub, "fleet rebuild", help="rebuild the fleet tables in one transaction")
     fleet_rebuild.add_argument("--warehouse", help="DuckDB file (default from the config)")
     fleet_rebuild.add_argument("--topology", metavar="FILE", help="YAML/CSV node -> switch, switch port (default: [fleet] topology)")
-    fleet_rebuild.add_argument("--day", help="UTC day the rolling windows end on (default: the latest attempt day)")
+    fleet_rebuild.add_argument("--date", dest="day", help="UTC day the rolling windows end on (default: the latest attempt day)")
+    fleet_rebuild.add_argument("--day", dest="day", help=argparse.SUPPRESS)  # the spelling before --date
     fleet_rebuild.add_argument("--config", help="firstfault.toml ([fleet] thresholds)")
     fleet_rebuild.set_defaults(handler=_fleet_rebuild)
 
@@ -304,7 +305,23 @@ def _parser() -> argparse.ArgumentParser:
     completion = _command(sub, "completion", help="print a shell completion script")
     completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
     completion.set_defaults(handler=lambda args: _completion(parser, args))
+    _name_placeholders(parser)
     return parser
+
+
+# one placeholder per kind of value, as docs/cli.md writes them (argparse would print --warehouse WAREHOUSE, --lake LAKE)
+PLACEHOLDERS = {"warehouse": "PATH", "lake": "URL", "config": "FILE", "out": "DIR", "day": "YYYY-MM-DD", "date": "YYYY-MM-DD",
+                "nodes": "N", "attempts": "N", "days": "N", "seed": "N", "spool_dir": "DIR"}
+
+
+def _name_placeholders(parser: argparse.ArgumentParser) -> None:
+    """Options without a placeholder of their own get the one of their kind, in every subcommand."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _name_placeholders(sub)
+        elif action.option_strings and action.metavar is None and action.dest in PLACEHOLDERS:
+            action.metavar = PLACEHOLDERS[action.dest]
 
 
 class _Version(argparse.Action):
@@ -322,6 +339,11 @@ class _Version(argparse.Action):
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Options that take a value show their default when there is one worth reading (flags never); examples (the epilog) keep their lines."""
+
+    def _format_args(self, action, default_metavar):
+        text = super()._format_args(action, default_metavar)
+        # an optional subcommand (`actions [resume ...]`) in brackets, as every optional part of a usage line
+        return f"[{text}]" if isinstance(action, argparse._SubParsersAction) and not action.required else text
 
     def _get_help_string(self, action):
         unset = action.default is None or action.default is False or action.default == [] or action.default == argparse.SUPPRESS
@@ -349,11 +371,13 @@ EXAMPLES = {
     "rules lint": "firstfault rules lint --json",
     "rules coverage": "firstfault rules coverage --format csv",
     "fleet": "firstfault fleet rebuild --topology topology.yaml",
-    "fleet rebuild": "firstfault fleet rebuild --warehouse firstfault.duckdb --topology topology.yaml --day 2026-11-29",
-    "epilog": "EpilogSlurmctld=/opt/firstfault/epilog.sh  # in slurm.conf; the script: exec firstfault epilog --config /etc/firstfault.toml",
-    "worker": "firstfault worker --config /etc/firstfault.toml",
-    "actions": "firstfault actions --config /etc/firstfault.toml\n  firstfault actions resume 7 --config /etc/firstfault.toml",
-    "actions resume": "firstfault actions resume 7 --config /etc/firstfault.toml",
+    "fleet rebuild": "firstfault fleet rebuild --warehouse firstfault.duckdb --topology topology.yaml --date 2026-11-29",
+    "epilog": "EpilogSlurmctld=/etc/slurm/firstfault-epilog.sh  # in slurm.conf; the script:\n"
+              "  exec /opt/firstfault/.venv/bin/firstfault epilog --config /etc/firstfault/firstfault.toml",
+    "worker": "firstfault worker --config /etc/firstfault/firstfault.toml",
+    "actions": "firstfault actions --config /etc/firstfault/firstfault.toml\n"
+               "  firstfault actions resume 7 --config /etc/firstfault/firstfault.toml",
+    "actions resume": "firstfault actions resume 7 --config /etc/firstfault/firstfault.toml",
     "init": "firstfault init && $EDITOR firstfault.toml",
     "completion": "mkdir -p ~/.local/share/bash-completion/completions  # Debian's bash-completion reads it\n"
                   "  firstfault completion bash > ~/.local/share/bash-completion/completions/firstfault\n"

@@ -144,3 +144,85 @@ def test_the_api_help_example_starts_a_server(folder, capsys, monkeypatch):
         assert args[:2] == ["firstfault", "api"], line
         with pytest.raises(Served):
             main(args[1:])
+
+
+# --- help text says what the docs say --------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def commands():
+    import argparse
+
+    from firstfault.cli import _parser
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield (*path, name), sub
+                    yield from walk(sub, (*path, name))
+    return dict(walk(_parser(), ()))
+
+
+def placeholder(action) -> str:
+    return "|".join(action.choices) if action.choices else action.metavar or action.dest.upper()
+
+
+def documented_placeholders() -> dict[tuple[str, ...], dict[str, str]]:
+    """Per command of docs/cli.md (its `## firstfault …` section), each option written with its placeholder."""
+    import re
+
+    found = {}
+    for section in (REPO / "docs" / "cli.md").read_text().split("\n## `firstfault ")[1:]:
+        words = section.split("`")[0].split()
+        names = [w for w in words if w.islower()]
+        paths = [(names[0], *sub.split("|")) for sub in names[1:2]] or [(names[0],)]
+        paths = [tuple(p) for sub in paths for p in ([sub] if len(sub) < 2 else [(sub[0], s) for s in sub[1:]])]
+        # an option table's first cell (`--opt X`, `--opt X`), a synopsis line (firstfault … [--opt X])
+        cells = [line.split(" | ")[0] for line in section.replace("\\|", "|").splitlines() if line.startswith("| `")]
+        synopses = [line for line in section.splitlines() if line.startswith("firstfault ")]
+        written = dict(re.findall(r"`(--[a-z-]+) ([^`\s]+)`", " ".join(cells))
+                       + re.findall(r"\[(--[a-z-]+) ([^\]\s]+)\]", " ".join(synopses)))
+        for path in paths:
+            found[path] = written
+    return found
+
+
+def test_every_placeholder_in_help_is_the_one_docs_cli_writes():
+    docs = documented_placeholders()
+    mismatches = []
+    for path, parser in commands().items():
+        written = docs.get(path) or docs.get(path[:1], {})
+        for action in parser._actions:
+            if not action.option_strings or action.nargs == 0 or action.help == "==SUPPRESS==":
+                continue
+            option = action.option_strings[-1]
+            if option in written and written[option] != placeholder(action):
+                mismatches.append((" ".join(path), option, placeholder(action), written[option]))
+    assert not mismatches, mismatches
+
+
+def test_a_day_is_given_with_date_everywhere_and_the_old_spelling_still_parses():
+    from firstfault.cli import _parser
+
+    visible = {o for parser in commands().values() for a in parser._actions if a.help != "==SUPPRESS==" for o in a.option_strings}
+    assert "--date" in visible and "--day" not in visible
+    for spelling in ("--date", "--day"):
+        assert _parser().parse_args(["fleet", "rebuild", spelling, "2026-11-29"]).day == "2026-11-29"
+
+
+def test_an_optional_subcommand_looks_optional_in_its_usage_line():
+    usage = " ".join(commands()[("actions",)].format_usage().split())
+    assert usage.endswith("[resume ...]"), usage
+
+
+def test_help_examples_name_the_paths_docs_automation_uses():
+    import re
+
+    from firstfault.cli import EXAMPLES
+
+    automation = (REPO / "docs" / "automation.md").read_text()
+    for command in ("epilog", "worker", "actions", "actions resume"):
+        paths = re.findall(r"/(?:etc|opt)/[\w./-]+", EXAMPLES[command])
+        assert paths and all(p in automation for p in paths), (command, paths)
