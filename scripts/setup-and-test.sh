@@ -4,7 +4,8 @@
 #
 #   1. the Debian packages the tests use, when missing (apt-get; not root: says what to install and exits 1)
 #   2. .venv in the repo, when missing, and `pip install -e '.[test]'` into it (1 and 2: scripts/install.sh --test)
-#   3. the services the tests need: a one-node Slurm with accounting (scripts/slurm-up.sh), stopped at exit
+#   3. the services the tests need: a one-node Slurm with accounting (scripts/slurm-up.sh), stopped at exit, when
+#      the /etc/slurm files it replaced are put back (scripts/slurm-down.sh)
 #   4. the rule test kit, then pytest (last: its summary line closes the run)
 #
 # Every temporary file (pip, pytest, Prefect, chromium, the Slurm/MariaDB state) goes to a private TMPDIR that is

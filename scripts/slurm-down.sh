@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stop the cluster slurm-up.sh started (same STATE_DIR): cancel what is left, then stop each daemon in reverse start
 # order by the pid in its pid file (TERM, KILL after a timeout). Nothing is killed by name; a partial start is fine.
+# Then the /etc/slurm files slurm-up.sh replaced are put back and those it added removed (scripts/slurm-etc.sh).
 set -uo pipefail
 
 STATE_DIR=${STATE_DIR:-/tmp/firstfault-slurm}
@@ -34,3 +35,5 @@ stop slurmctld "$STATE_DIR/run/slurmctld.pid" 30
 stop slurmdbd "$STATE_DIR/run/slurmdbd.pid" 30
 stop mariadbd "$STATE_DIR/run/mariadbd.pid" 60
 stop munged /run/munge/munged.pid 30
+
+STATE_DIR=$STATE_DIR bash "$(dirname "${BASH_SOURCE[0]}")/slurm-etc.sh" restore

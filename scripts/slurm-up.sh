@@ -9,6 +9,7 @@
 #
 # The node is always `node1` (not the machine's random host name) and advertises two `gpu:h100` GRES backed by
 # empty files, so accounting records `gres/gpu:h100` TRES like a real GPU node. Exits non-zero when a daemon is not ready in time.
+# The files it writes in /etc/slurm are saved first (scripts/slurm-etc.sh) and put back by slurm-down.sh.
 set -euo pipefail
 
 STATE_DIR=${STATE_DIR:-/tmp/firstfault-slurm}
@@ -17,6 +18,7 @@ NODE=node1
 DB_PORT=${DB_PORT:-3306}
 DB_PASS=slurmci
 CONF_DIR=/etc/slurm
+SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 started=$(date +%s.%N)
 say() { awk -v now="$(date +%s.%N)" -v t0="$started" -v msg="$*" 'BEGIN { printf "slurm-up [%5.1fs] %s\n", now - t0, msg }'; }
@@ -84,6 +86,7 @@ GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
 FLUSH PRIVILEGES;
 SQL
 
+CONF_DIR=$CONF_DIR STATE_DIR=$STATE_DIR bash "$SCRIPTS/slurm-etc.sh" save
 mkdir -p "$CONF_DIR"
 # slurmdbd refuses a config that is not owned by its SlurmUser or that others can read
 cat >"$CONF_DIR/slurmdbd.conf" <<EOF
