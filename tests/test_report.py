@@ -281,27 +281,41 @@ document.getElementById("page").addEventListener("load", () => {
     times: [...svg.querySelectorAll(".time-tick")].map(t => t.textContent),
     ends: [...svg.querySelectorAll(".attempt-end")].length,
     end_labels: [...svg.querySelectorAll(".attempt-end-label")].map(t => t.textContent)}));
-  // words of table cells (not the raw log text) broken across lines: a word laid out in more than one box
+  // words of table cells broken across lines: a word laid out in more than one box; in the raw log text only a word
+  // longer than its cell's line may be
   const broken = [];
   for (const cell of doc.querySelectorAll("th, td")) {
-    if (cell.querySelector("pre.raw")) continue;
+    const raw = cell.querySelector("pre.raw");
     const walker = doc.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       for (const word of node.data.matchAll(/\\S+/g)) {
         const range = doc.createRange();
         range.setStart(node, word.index);
         range.setEnd(node, word.index + word[0].length);
-        if ([...range.getClientRects()].filter(r => r.width > 0).length > 1) broken.push(word[0]);
+        const boxes = [...range.getClientRects()].filter(r => r.width > 0);
+        const longer = raw && boxes.reduce((sum, r) => sum + r.width, 0) > raw.clientWidth;
+        if (boxes.length > 1 && !longer) broken.push(word[0]);
       }
     }
   }
+  // the summary's charts (after its heading, before the attempts'): how far each row of them reaches across the page
+  const [summary, after] = [doc.getElementById("summary"), doc.getElementById("attempts")];
+  const rows = {};
+  for (const svg of summary && after ? doc.querySelectorAll("svg.chart") : []) {
+    if (!(summary.compareDocumentPosition(svg) & Node.DOCUMENT_POSITION_FOLLOWING)) continue;
+    if (!(after.compareDocumentPosition(svg) & Node.DOCUMENT_POSITION_PRECEDING)) continue;
+    const box = svg.getBoundingClientRect();
+    const row = rows[Math.round(box.top)] || (rows[Math.round(box.top)] = {left: box.left, right: box.right});
+    row.left = Math.min(row.left, box.left); row.right = Math.max(row.right, box.right);
+  }
+  const filled = Object.values(rows).map(r => (r.right - r.left) / summary.getBoundingClientRect().width);
   const shown = () => [...doc.querySelectorAll("#attempts-table tbody tr")].filter(r => r.offsetParent !== null).length;
   const filtered = {};
   for (const id of ["verdict-attributed", "domain-hardware"]) {
     const button = doc.getElementById(id);
     if (button) { button.click(); filtered[id] = shown(); doc.getElementById(id.split("-")[0] + "-all").click(); }
   }
-  document.getElementById("facts").textContent = JSON.stringify({viewport, wide, charts, filtered, broken});
+  document.getElementById("facts").textContent = JSON.stringify({viewport, wide, charts, filtered, broken, filled});
 });
 </script></body></html>"""
 SCREENSHOTS = Path(os.environ.get("FIRSTFAULT_SCREENSHOTS", REPO_ROOT / "build" / "report-screenshots"))
@@ -339,6 +353,8 @@ def test_the_rendered_report_fits_the_window_and_every_chart_is_titled_with_name
                            "FROM attributions").fetchone()
         con.close()
         assert facts["filtered"] == {"verdict-attributed": want[0], "domain-hardware": want[1]}
+        # the summary's charts share their rows: no row of them leaves a tenth of the page's width blank
+        assert facts["filled"] and min(facts["filled"]) > 0.9, f"rows of the summary's charts fill {facts['filled']}"
     for chart in facts["charts"]:
         assert chart["title"] and chart["x"] and chart["y"], chart
         assert all(re.fullmatch(r"\d+(\.\d)?", t) for t in chart["ticks"]), chart["ticks"]  # round: at most one decimal

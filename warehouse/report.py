@@ -55,10 +55,12 @@ th{background:#eceff1}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .pill{white-space:nowrap;display:inline-block;border-radius:9px;padding:0 8px;color:#fff;font-size:12px}
 .note{background:#fff8e1;border:1px solid #ffe082;padding:6px 10px;display:inline-block;border-radius:4px}
-.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #e0e0e0;border-radius:6px;padding:8px 14px}
+.cards{display:flex;gap:12px;flex-wrap:wrap}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:12px;align-items:start}
+.charts svg{width:100%}.card{background:#fff;border:1px solid #e0e0e0;border-radius:6px;padding:8px 14px}
 .card b{font-size:22px;display:block}
 .kv td:first-child{font-weight:600;background:#f5f5f5;white-space:nowrap}
-pre.raw{margin:0;white-space:pre-wrap;word-break:break-all;font:12px/1.35 ui-monospace,Menlo,Consolas,monospace}
+pre.raw{margin:0;white-space:pre-wrap;overflow-wrap:anywhere;font:12px/1.35 ui-monospace,Menlo,Consolas,monospace}
 .role{font-weight:600}
 svg{background:#fff;border:1px solid #e0e0e0;display:block;margin:6px 0;max-width:100%;height:auto}
 td.nowrap{white-space:nowrap}
@@ -183,7 +185,7 @@ def axis_label(axis: str, x: float, y: float, text: str, *, rotate: bool = False
 
 
 def svg_bars(items: list[tuple[str, float]], *, title: str, category: str, unit: str, colours: dict | None = None,
-             width: int = 520) -> str:
+             width: int = 360) -> str:
     """Horizontal bar chart: one bar per (label, value); `category` names the bars' axis, `unit` the values'."""
     if not items:
         return "<p>–</p>"
@@ -395,14 +397,15 @@ def summary_section(attempts: list[dict]) -> str:
         ("unattributed", verdicts.get("unattributed", 0))))
     return (
         f'<h2 id="summary">Fleet summary</h2><div class="cards">{cards}</div>'
-        '<div class="cards"><div>'
+        '<div class="charts"><div>'
         + svg_bars(most_common(verdicts), title="Attempts by verdict", category="verdict",
                    unit="attempts", colours=VERDICT_COLOURS)
         + "</div><div>" + svg_bars(most_common(domains, 12), title="Failed attempts by cause", category="domain/subdomain",
                                    unit="attempts")
-        + "</div></div>"
+        + "</div><div>"
         + (svg_bars(most_common(culprits, 10), title="Top culprit nodes", category="node", unit="failed attempts blamed on it")
            if culprits else "<h3>Top culprit nodes</h3><p>no culprit nodes named.</p>")
+        + "</div></div>"
     )
 
 
