@@ -6,7 +6,7 @@
 #   2. .venv in the repo, when missing, and `pip install -e '.[test]'` into it (1 and 2: scripts/install.sh --test)
 #   3. the services the tests need: a one-node Slurm with accounting (scripts/slurm-up.sh), stopped at exit, when
 #      the /etc/slurm files it replaced are put back (scripts/slurm-down.sh)
-#   4. the rule test kit, then pytest (last: its summary line closes the run)
+#   4. the rule test kit, then pytest with its 20 slowest tests listed (last: its summary line closes the run)
 #
 # Every temporary file (pip, pytest, Prefect, chromium, the Slurm/MariaDB state) goes to a private TMPDIR that is
 # removed at exit, also on failure or interrupt: nothing is left in /tmp. Exit status: pytest's; 1 when pytest passed
@@ -71,7 +71,7 @@ rule_kit_rc=0
 rule_kit || { rule_kit_rc=$?; say "the rule kit FAILED (above); running pytest anyway"; }
 
 # ---- the README's test command, last (in the background only so that a signal reaches the traps at once) --------------
-"$VENV/bin/python" -m pytest -q "$@" &
+"$VENV/bin/python" -m pytest -q --durations=20 "$@" &
 PYTEST_PID=$!
 wait "$PYTEST_PID"
 pytest_rc=$?
