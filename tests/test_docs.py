@@ -5,7 +5,8 @@
   default, and firstfault/firstfault.example.toml (the example `firstfault init` writes) sets every key to its default and loads;
 * every relative markdown link resolves (file and heading), every `*.md` file name mentioned anywhere resolves to a
   file of the repository, no file cites the reference documents that are not part of it, and `DESIGN §N` /
-  `README "Section"` citations name sections that exist.
+  `README "Section"` citations name sections that exist;
+* every `sh` block of a docs page runs as written, in a fresh folder after the demo.
 """
 from __future__ import annotations
 
@@ -366,3 +367,67 @@ def test_the_docs_state_current_facts_without_development_history():
         text = path.read_text(encoding="utf-8")
         problems += [f"{_where(path, text, m.start())}: {m.group(0)!r}" for m in _HISTORY.finditer(text)]
     assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------------------------------------ examples run
+
+
+def _sh_blocks(text: str) -> list[tuple[int, str]]:
+    """(line, text) of every ```sh block."""
+    return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in re.finditer(r"^```sh\n(.*?)^```", text, re.S | re.M)]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def demo_folder(tmp_path_factory):
+    """A folder after the README's demo command (`firstfault demo --dir firstfault-demo`), copied for each page."""
+    import sys
+
+    folder = tmp_path_factory.mktemp("docs-demo")
+    subprocess.run([str(Path(sys.executable).with_name("firstfault")), "-q", "demo", "--dir", "firstfault-demo"],
+                   cwd=folder, check=True, capture_output=True, timeout=900)
+    return folder
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md") if _sh_blocks(p.read_text(encoding="utf-8"))))
+def test_every_sh_block_of_a_docs_page_runs_as_written(page, demo_folder, tmp_path):
+    """The page's `sh` blocks in order, each as one bash script (errors and failed pipes stop it), in a fresh folder
+    after the demo, with the package's commands on PATH and a home of its own; 8080 becomes a free port. A block that
+    cannot run here (a synopsis, other hosts, a live Kubernetes) is a `console` block on its page, shown, not run."""
+    import os
+    import shutil
+    import signal
+    import sys
+
+    folder = tmp_path / "here"
+    shutil.copytree(demo_folder, folder, symlinks=True)
+    (tmp_path / "home").mkdir()
+    env = {**os.environ, "HOME": str(tmp_path / "home"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for name, content in re.findall(r"^`([^`\s]+)`:\n\n```\w*\n(.*?)^```", (DOCS / page).read_text(encoding="utf-8"),
+                                    re.S | re.M):  # the files a page shows, as `path`: and a block, are written first
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(content, encoding="utf-8")
+    port = str(_free_port())
+    for line, block in _sh_blocks((DOCS / page).read_text(encoding="utf-8")):
+        script = tmp_path / f"block-{line}.sh"
+        script.write_text("set -eo pipefail\n" + block.replace("8080", port))
+        out = tmp_path / f"block-{line}.out"
+        with out.open("w") as sink:
+            proc = subprocess.Popen(["bash", str(script)], cwd=folder, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                code = proc.wait(timeout=900)
+            finally:
+                try:  # what the block left running (a server it started and did not stop)
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        assert code == 0, f"docs/{page}:{line}: the block exited {code}:\n{out.read_text()[-3000:]}"
