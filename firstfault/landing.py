@@ -375,7 +375,7 @@ def _land_files(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]],
             if last_file[position] == g:
                 writer(position).close()
     for position in range(len(items)):
-        writer(position).close()  # an attempt without lines still gets its (empty) partition
+        writer(position).close()
     return landed
 
 

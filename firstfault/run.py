@@ -24,7 +24,7 @@ from firstfault.lake import Lake
 from firstfault.landing import LandingResult, land_attempt, land_attempts
 from firstfault.rules_sql.engine import Rule, load_rules, rules_version, run_rules
 from firstfault.rules_sql.prepared import WarmRulePass, fresh_rule_pass
-from firstfault.schema import HISTORY_COLUMNS
+from firstfault.schema import HISTORY_COLUMNS, lake_schemas
 from firstfault.stages import stage
 from firstfault.workers import process_pool
 from firstfault.transforms.extract import PatternError, load_patterns
@@ -200,8 +200,13 @@ def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequenc
             con.unregister("landed_rows")
             continue
         files = lake.partition_files(table, [(ctx.day, ctx.attempt_key) for ctx in contexts])
-        if not files:
+        if not files and table == "context":  # every landed attempt has its context row
             raise FileNotFoundError(f"nothing landed in {lake.root}/{table} for the requested attempts")
+        if not files:  # no attempt has rows of the table: no file to read its columns from
+            con.register("landed_rows", lake_schemas()[table].empty_table())
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {view} AS SELECT * FROM landed_rows")
+            con.unregister("landed_rows")
+            continue
         listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
         con.execute(f"CREATE OR REPLACE TEMP TABLE {view} AS SELECT * EXCLUDE (day, attempt_key) FROM read_parquet([{listed}], "
                     "hive_partitioning = true, hive_types = {'day': VARCHAR, 'attempt_key': VARCHAR}, union_by_name = true)")

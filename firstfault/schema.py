@@ -130,6 +130,14 @@ FLIGHT_RECORDER_ENTRY_SCHEMA: dict[str, pl.DataType] = {
 }
 FLIGHT_RECORDER_SOURCE = "flight_recorder"
 FLIGHT_RECORDER_SCHEMA = pl.DataFrame(schema=FLIGHT_RECORDER_ENTRY_SCHEMA).to_arrow().schema
+METRICS_ARROW_SCHEMA = pl.DataFrame(schema={"attempt_id": pl.String, **METRICS_SCHEMA}).to_arrow().schema
+
+
+def lake_schemas() -> dict[str, pa.Schema]:
+    """Each lake table's schema: what a reader gets for attempts whose partitions hold no file of the table (a table
+    without rows gets no file, docs/DESIGN.md §2)."""
+    return {"logs": LOGS_SCHEMA, "events": EVENTS_ARROW_SCHEMA, "progress": PROGRESS_SCHEMA, "metrics": METRICS_ARROW_SCHEMA,
+            "context": CONTEXT_SCHEMA, "connector_reports": CONNECTOR_REPORT_SCHEMA, "flight_recorder": FLIGHT_RECORDER_SCHEMA}
 
 # --- rules --------------------------------------------------------------------------------------------------------
 

@@ -49,3 +49,10 @@ RUNNER_TABLES = {
     "rule_hits": "SELECT * FROM rule_hits ORDER BY ALL",
     "connector_reports": "SELECT * FROM connector_reports ORDER BY ALL",
 }
+
+
+def committed_generation(partition) -> str:
+    """The generation of the one completion marker of the attempt whose partition (a pathlib folder
+    <lake>/<table>/day=D/attempt_key=K) this is: a committed attempt has exactly one (firstfault/lake.py)."""
+    (marker,) = (partition.parents[2] / "commits" / partition.parent.name / partition.name).glob("*.json")
+    return marker.stem

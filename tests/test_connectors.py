@@ -76,7 +76,7 @@ def test_lake_write_replaces_one_partition_only(tmp_path):
     lake.write("logs", "2026-11-29", "a~2F1", pa.table({"x": [1, 2, 3]}), schema)
     lake.write("logs", "2026-11-29", "a~2F2", pa.table({"x": [9]}), schema)
     lake.write("logs", "2026-11-29", "a~2F1", pa.table({"x": []}, schema=schema), schema)
-    assert lake.read("logs", "2026-11-29", "a~2F1").num_rows == 0
+    assert lake.read("logs", "2026-11-29", "a~2F1") is None  # no rows: no file
     assert lake.read("logs", "2026-11-29", "a~2F2").column("x").to_pylist() == [9]
     read = pl.scan_parquet(f"{tmp_path}/lake/logs/**/*.parquet", hive_schema={"day": pl.String, "attempt_key": pl.String}).collect()
     assert read["attempt_key"].to_list() == ["a~2F2"]

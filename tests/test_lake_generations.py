@@ -17,12 +17,12 @@ import pytest
 from firstfault.cli import main
 from firstfault.config import LandingSettings
 from firstfault.connectors.static_context import context_from_dict
-from firstfault.lake import TABLES, Lake, new_generation
+from firstfault.lake import TABLES, DamagedPartition, Lake, new_generation
 from firstfault.landing import land_attempt
 from firstfault.transforms.extract import load_patterns
 from firstfault.warehouse.adhoc import run_adhoc
 
-from conftest import warehouse_rows
+from conftest import committed_generation, warehouse_rows
 
 DAY, KEY = "2026-11-29", "c~2Fw~2F0"
 XID = "Nov 29 01:10:02 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
@@ -45,17 +45,58 @@ def test_readers_take_the_newest_complete_generation_and_a_commit_removes_the_ol
 
     pq.write_table(one_column([0]), folder / "part-0.parquet")  # an older version's partition: generation 0
     assert rows(lake) == [0]
-    first, second = new_generation(), new_generation()
-    assert first < second
+    legacy, first, second = new_generation(), new_generation(), new_generation()
+    assert legacy < first < second
+    pq.write_table(one_column([5]), folder / f"part-{legacy}-0.parquet")  # an older version's marker per partition
+    assert rows(lake) == [0]
+    (folder / f"_complete-{legacy}").write_bytes(b"")
+    assert rows(lake) == [5]
     lake.write("logs", DAY, KEY, one_column([1]), one_column([]).schema, first)
-    assert rows(lake) == [0]  # written, not committed: not read
-    lake.commit(DAY, KEY, first, tables=("logs",))
-    assert rows(lake) == [1] and sorted(p.name for p in folder.iterdir()) == [f"_complete-{first}", f"part-{first}-0.parquet"]
+    assert rows(lake) == [5]  # written, not committed: not read
+    lake.commit(DAY, KEY, first)
+    assert rows(lake) == [1] and sorted(p.name for p in folder.iterdir()) == [f"part-{first}-0.parquet"]
+    assert [p.name for p in (tmp_path / "lake" / "commits" / f"day={DAY}" / f"attempt_key={KEY}").iterdir()] == [f"{first}.json"]
     lake.write("logs", DAY, KEY, one_column([2, 2]), one_column([]).schema, second)  # a run killed before its commit
     assert rows(lake) == [1]
     lake.write("logs", DAY, KEY, one_column([3]), one_column([]).schema)  # the next landing replaces and cleans
     assert rows(lake) == [3]
     assert len([p for p in folder.iterdir() if p.suffix == ".parquet"]) == 1
+
+
+def test_one_marker_lists_the_files_of_the_tables_with_rows_and_a_table_without_rows_has_no_file(tmp_path, capsys):
+    ctx = attempt_ctx(tmp_path)
+    land_attempt(ctx, Lake(str(tmp_path / "lake")), load_patterns(), LandingSettings())
+    lake_root = tmp_path / "lake"
+    (marker,) = (lake_root / "commits" / f"day={DAY}" / f"attempt_key={ctx.attempt_key}").iterdir()
+    listed = json.loads(marker.read_text())["tables"]
+    on_disk = {p.parts[-4]: [p.name] for p in lake_root.glob(f"*/day={DAY}/attempt_key={ctx.attempt_key}/*.parquet")}
+    assert listed == on_disk and set(listed) == {"logs", "events", "context", "connector_reports"}
+    assert not list(lake_root.glob("*/day=*/attempt_key=*/_complete-*"))  # no marker per partition
+    assert Lake(str(lake_root)).read("metrics", DAY, ctx.attempt_key) is None
+    from firstfault.warehouse.store import connect_writer
+
+    connect_writer(str(tmp_path / "w.duckdb")).close()  # the empty tables still have their columns in SQL
+    found = run_adhoc(str(tmp_path / "w.duckdb"), "SELECT count(*), count(metric) FROM lake.metrics", str(lake_root)).rows
+    assert found == [(0, 0)]
+
+
+def test_a_file_the_marker_lists_gone_is_a_damaged_partition_never_fewer_rows(tmp_path, capsys):
+    (tmp_path / "attempt.yaml").write_text(json.dumps({
+        "workload_id": "w", "cluster": "c", "state": "FAILED", "start": f"{DAY}T01:00:00Z", "end": f"{DAY}T02:00:00Z",
+        "nodes": ["node-01"], "logs": [{"source": "syslog", "path": "{node}.log"}]}))
+    ctx = attempt_ctx(tmp_path)
+    args = ["--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")]
+    assert main(["attribute", "--static", str(tmp_path / "attempt.yaml"), *args]) == 0
+    (gone,) = (tmp_path / "lake" / "events" / f"day={DAY}" / f"attempt_key={ctx.attempt_key}").glob("*.parquet")
+    gone.unlink()
+    lake = Lake(str(tmp_path / "lake"))
+    with pytest.raises(DamagedPartition, match=re.escape(gone.name)):
+        lake.read("events", DAY, ctx.attempt_key)
+    assert rows(lake, "context", key=ctx.attempt_key)  # the other tables still read
+    capsys.readouterr()
+    assert main(["sql", *args, "SELECT count(*) FROM lake.events"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and gone.name in err and "damaged" in err, err
 
 
 def test_sql_lake_views_read_the_committed_generation_only(tmp_path):
@@ -115,8 +156,10 @@ def test_landing_touches_the_table_folders_once_and_then_only_its_own_partitions
         filler = Lake(str(lake_root))
         for d in range(days):
             for a in range(per_day):
+                generation = new_generation()
                 for table in TABLES:
-                    filler.write(table, f"2026-11-{d + 1:02d}", f"other~2F{a}", one_column([a]), one_column([]).schema)
+                    filler.write(table, f"2026-11-{d + 1:02d}", f"other~2F{a}", one_column([a]), one_column([]).schema, generation)
+                filler.commit(f"2026-11-{d + 1:02d}", f"other~2F{a}", generation)
         calls[days * per_day] = [landing_calls(lake_root, ctx), landing_calls(lake_root, ctx)]
         assert len([f for f in (lake_root / "logs" / f"day={DAY}" / f"attempt_key={ctx.attempt_key}").iterdir()
                     if f.suffix == ".parquet"]) == 1
@@ -124,10 +167,13 @@ def test_landing_touches_the_table_folders_once_and_then_only_its_own_partitions
     own = f"<lake>/{{}}/day={DAY}/attempt_key={ctx.attempt_key}"
     for name, path in calls[240][1]:
         assert name not in ("glob", "find", "walk", "du"), (name, path)
-        assert path == "<lake>" or any(path.startswith(own.format(t)) for t in TABLES), (name, path)
+        assert path == "<lake>" or any(path.startswith(own.format(t)) for t in (*TABLES, "commits")), (name, path)
     counted = Counter(name for name, _ in calls[240][1])
-    assert counted["ls"] == 1 + len(TABLES)  # the root once, then each of the attempt's partitions
-    assert counted["pipe_file"] == len(TABLES)  # one completion marker per partition
+    assert counted["ls"] == 1 + len(TABLES) + 1  # the root once, then each of the attempt's partitions and its markers
+    assert counted["pipe_file"] == 1  # one completion marker for the attempt
+    # the tables it has rows of, one file each: metrics and flight recorder have none
+    written = [name for name, path in calls[240][1] if name == "open"]
+    assert len(written) == 4 and not any("/metrics/" in p or "/flight_recorder/" in p for _, p in calls[240][1] if _ == "open")
 
 
 def test_the_rule_pass_lists_only_the_days_at_hand(tmp_path):
@@ -137,7 +183,12 @@ def test_the_rule_pass_lists_only_the_days_at_hand(tmp_path):
             lake.write("events", day, key, one_column([1]), one_column([]).schema)
     lake.fs = CountingFS(lake.fs)
     assert len(lake.partition_files("events", [("2026-11-02", "a"), ("2026-11-02", "b")])) == 2
-    assert [(n, p.rsplit("/", 2)[-2:]) for n, p in lake.fs.calls] == [("find", ["events", "day=2026-11-02"])]
+    assert [(n, p.rsplit("/", 2)[-2:]) for n, p in lake.fs.calls[:2]] == [("find", ["events", "day=2026-11-02"]),
+                                                                         ("find", ["commits", "day=2026-11-02"])]
+    assert sorted(p.rsplit("/", 3)[-3] for n, p in lake.fs.calls[2:] if n == "cat") == ["day=2026-11-02"] * 2  # its markers
+    lake.fs.calls.clear()
+    assert len(lake.partition_files("progress", [("2026-11-02", "a"), ("2026-11-02", "b")])) == 0
+    assert [n for n, _ in lake.fs.calls] == ["find", "find"]  # markers are read once per Lake
 
 
 # Runs `firstfault` with the landing held at a point (the test then kills it with SIGKILL): the child writes the
@@ -212,9 +263,10 @@ def test_a_run_killed_while_landing_keeps_the_earlier_landing_and_the_next_run_r
     assert main(attribute) == 0  # the next run replaces the earlier landing and removes the killed one's files
     after = lake_logs(args, capsys)
     assert len(after) == len(logs_before) + 1 and "a line the killed run lands" in after[-1]
+    generation = committed_generation(partition)
     for table in TABLES:
         folder = tmp_path / "lake" / table / f"day={DAY}" / f"attempt_key={ctx.attempt_key}"
-        assert len(list(folder.glob("part-*.parquet"))) == 1 and len(list(folder.glob("_complete-*"))) == 1, table
+        assert [p.name for p in folder.glob("*")] in ([], [f"part-{generation}-0.parquet"]), table
 
 
 def failing_source_spec(root: Path, *paths: dict) -> Path:

@@ -67,7 +67,7 @@ def test_a_unit_whose_lines_are_all_dropped_lands_empty(tmp_path):
                              "logs": [{"source": "applog", "path": "app.log"}]}, str(tmp_path / "attempt.yaml"), str(tmp_path))
     lake = Lake(str(tmp_path / "lake"))
     result = land_attempt(ctx, lake, load_patterns())
-    assert result.log_rows == 0 and lake.read("logs", ctx.day, ctx.attempt_key).num_rows == 0
+    assert result.log_rows == 0 and lake.read("logs", ctx.day, ctx.attempt_key) is None
     assert [(r["status"], r["lines_skipped"]) for r in result.reports] == [("skipped", 1)]
 
 

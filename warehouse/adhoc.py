@@ -148,18 +148,23 @@ def _local_folder(lake_root: str | None) -> str | None:
 
 
 def _expose_lake(con: duckdb.DuckDBPyConnection, lake: str | None) -> None:
-    """Views lake.<table> over the readable generation of every partition of the Parquet lake (docs/tables.md),
-    for the tables that have files. They live in an in-memory catalog: nothing is written to the warehouse, and the
+    """Views lake.<table> over the readable generation of every partition of the Parquet lake (docs/tables.md);
+    a table no attempt has rows of is an empty table of its columns. They live in an in-memory catalog: nothing is written to the warehouse, and the
     views go with the connection."""
     con.execute("ATTACH ':memory:' AS lake (READ_WRITE)")
     if lake is None:
         return
-    from firstfault.lake import TABLES, Lake  # imported on use: fsspec and pyarrow, only for a query that names the lake
+    # imported on use: fsspec and pyarrow, only for a query that names the lake
+    from firstfault.lake import Lake
+    from firstfault.schema import lake_schemas
 
     folder = Lake(lake)
-    for table in TABLES:
+    for table, schema in lake_schemas().items():
         files = folder.table_files(table)
-        if not files:  # read_parquet cannot bind a view over no files
+        if not files:  # read_parquet cannot bind a view over no files: an empty table of the same columns
+            con.register("no_rows", schema.empty_table())
+            con.execute(f"CREATE TABLE lake.{table} AS SELECT *, NULL::VARCHAR AS day, NULL::VARCHAR AS attempt_key FROM no_rows")
+            con.unregister("no_rows")
             continue
         listed = ", ".join(_literal(f.removeprefix("file://")) for f in files)
         con.execute(f"CREATE VIEW lake.{table} AS SELECT * FROM read_parquet([{listed}], hive_partitioning = true, "

@@ -5,6 +5,8 @@ from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import load_static_context
 from firstfault.run import run_attempts
 
+from conftest import committed_generation
+
 TABLES = {
     "attributions": "SELECT * EXCLUDE (connector_reports, evidence) FROM attributions",
     "attribution_evidence": "SELECT * EXCLUDE (uri) FROM attribution_evidence",
@@ -41,8 +43,7 @@ def lake_layout(lake):
     of the same files, and leaves one generation per partition."""
     layout = {}
     for partition in sorted({p.parent for p in lake.rglob("*.parquet")}):
-        (marker,) = partition.glob("_complete-*")
-        prefix = f"part-{marker.name.removeprefix('_complete-')}-"
+        prefix = f"part-{committed_generation(partition)}-"
         files = sorted(f.name for f in partition.glob("*.parquet"))
         assert all(f.startswith(prefix) for f in files), files
         layout[partition.relative_to(lake)] = [f.removeprefix(prefix) for f in files]
