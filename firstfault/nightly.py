@@ -232,10 +232,12 @@ def _warm_rule_pass(config: Config, version: str) -> WarmRulePass:
 
 
 def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: str = "nightly",
-                 extra_failures: Sequence[dict] = ()) -> dict:
+                 extra_failures: Sequence[dict] = (), last: bool = True, rebuild_after: bool = False) -> dict:
     """The single writer: every shard's tables into the warehouse in one transaction, the run and its failures
     recorded; then the fleet aggregates (`firstfault.warehouse.fleet.rebuild`, when that module is installed). Returns the
-    summary (counts, failures and the ids of the attempts attributed: `--output` writes their verdicts)."""
+    summary (counts, failures and the ids of the attempts attributed: `--output` writes their verdicts). A backfill's
+    nights but its `last` leave the checkpoint and the fleet aggregates to it (they cost the warehouse's whole
+    history, not the night's rows); `rebuild_after`: an earlier night attributed attempts, so the last rebuilds."""
     lake = _lake(config)
     parts, attributions, failures = [], [], list(plan.failures) + list(extra_failures)
     for url in shard_urls:
@@ -255,8 +257,11 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
         "rules_version": current_rules_version(config), "lake_root": config.lake.root, "run_date": plan.run_date,
         "found": plan.found, "skipped": len(plan.skipped), "failed": len(failures),
     }
-    load_attempts(config.warehouse.path, parts, run, failures, filesystem=None if lake.is_local else lake.fs)
-    fleet = rebuild_fleet(config) if attributed else "unchanged"
+    load_attempts(config.warehouse.path, parts, run, failures, filesystem=None if lake.is_local else lake.fs, checkpoint=last)
+    if not last:
+        fleet = "after the last night" if attributed else "unchanged"
+    else:
+        fleet = rebuild_fleet(config) if attributed or rebuild_after else "unchanged"
     # the warehouse holds the results now; the run's folder in the lake was only the hand-over between tasks
     remove_run_folder(config, plan.run_id)
     return {"run_id": plan.run_id, "run_date": plan.run_date, "found": plan.found, "skipped": len(plan.skipped),
@@ -309,11 +314,12 @@ def locked_nights(config: Config, days: Sequence[date], catalog: str | None = No
 def run_nights(config: Config, days: Sequence[date], catalog: str | None = None, force: bool = False, shards: int = 0,
                flow: str = "nightly") -> list[dict]:
     """Every night of `days` without Prefect, one warehouse load per night: the same functions the flow's tasks call.
-    Start-up and catalog discovery are paid once for all nights; the warehouse's nightly lock is held throughout,
-    named by the first night's run."""
+    Start-up and catalog discovery are paid once for all nights, and so are the warehouse's checkpoint and the fleet
+    aggregates (after the last night); the warehouse's nightly lock is held throughout, named by the first night's
+    run."""
     summaries = []
     with locked_nights(config, days, catalog, force, shards) as plans, ShardWorkers() as workers:
-        for plan in plans:
+        for night, plan in enumerate(plans, 1):
             claim_results(config, plan.run_id)
             try:
                 urls, failures = _run_shards(plan, config, workers)
@@ -321,7 +327,8 @@ def run_nights(config: Config, days: Sequence[date], catalog: str | None = None,
                 remove_run_folder(config, plan.run_id)
                 raise
             with progress.stage(f"nightly {plan.run_date}: load into the warehouse") as loaded:
-                summaries.append(load_results(urls, plan, config, flow=flow, extra_failures=failures))
+                summaries.append(load_results(urls, plan, config, flow=flow, extra_failures=failures, last=night == len(plans),
+                                              rebuild_after=any(s["attributed"] for s in summaries)))
                 loaded.advance(summaries[-1]["attributed"])
     return summaries
 

@@ -45,9 +45,11 @@ def shard_task(index: int, candidates: Sequence[Candidate], config: Config, run_
 
 
 @task(name="nightly-load", cache_policy=NO_CACHE)
-def load_task(shard_urls: list[str], plan: Plan, config: Config, extra_failures: list[dict]) -> dict:
+def load_task(shard_urls: list[str], plan: Plan, config: Config, extra_failures: list[dict], last: bool = True,
+              rebuild_after: bool = False) -> dict:
     """The single warehouse writer (runs after every shard) and the fleet aggregates."""
-    return load_results(shard_urls, plan, config, flow=FLOW_NAME, extra_failures=extra_failures)
+    return load_results(shard_urls, plan, config, flow=FLOW_NAME, extra_failures=extra_failures, last=last,
+                        rebuild_after=rebuild_after)
 
 
 @flow(name=FLOW_NAME)
@@ -61,7 +63,7 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
     days = night_range(run_date, until) if until else [parse_run_date(run_date)]
     summaries = []
     with locked_nights(config, days, catalog, force, shards) as plans:
-        for plan in plans:
+        for night, plan in enumerate(plans, 1):
             claim_results(config, plan.run_id)
             logger.info("nightly %s: %d attempts found, %d unchanged, %d to do in %d shards, %d failed discovery",
                         plan.run_date, plan.found, len(plan.skipped), len(plan.todo), len(plan.shards), len(plan.failures))
@@ -78,7 +80,7 @@ def nightly(run_date: str | None = None, config_path: str | None = None, catalog
                         lost.extend(shard_failure_rows(shard, error))
                     done.advance(len(shard), sum(c.log_bytes for c in shard))
             with progress.stage(f"nightly {plan.run_date}: load into the warehouse") as loaded:
-                summaries.append(load_task(urls, plan, config, lost))
+                summaries.append(load_task(urls, plan, config, lost, night == len(plans), any(s["attributed"] for s in summaries)))
                 loaded.advance(summaries[-1]["attributed"])
             logger.info("%s", render_summary(summaries[-1]))
     publish_artifacts(config.warehouse.path)

@@ -7,6 +7,7 @@ import duckdb
 import pytest
 import yaml
 
+from firstfault import nightly
 from firstfault.cli import main
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.synthetic.demo import EXPECTED, write_demo
@@ -209,14 +210,18 @@ def test_backfill_since_until_runs_each_night_once_with_one_discovery(tmp_path, 
     catalog = make_catalog(tmp_path, ["headline", "cuda-oom", "success", "python-exception"])
     set_end(catalog / "success" / "attempt.yaml", "2026-11-30T00:30:00Z")
     set_end(catalog / "python-exception" / "attempt.yaml", "2026-12-01T05:00:00Z")
-    listed, pools = [], []
+    listed, pools, rebuilds, checkpoints = [], [], [], []
     monkeypatch.setattr("firstfault.connectors.catalog.list_specs", lambda patterns, real=list_specs: listed.append(1) or real(patterns))
+    monkeypatch.setattr("firstfault.nightly.rebuild", lambda *a, real=nightly.rebuild, **k: rebuilds.append(1) or real(*a, **k))
+    monkeypatch.setattr("firstfault.nightly.load_attempts",
+                        lambda *a, real=nightly.load_attempts, **k: checkpoints.append(k.get("checkpoint", True)) or real(*a, **k))
     monkeypatch.setattr("firstfault.nightly._PARALLEL_MIN_ATTEMPTS", 1)  # every night's shards go to worker processes
     monkeypatch.setattr("firstfault.nightly.process_pool", lambda workers, real=process_pool: pools.append(workers) or real(workers))
     flags = ["--catalog", str(catalog), "--lake", str(tmp_path / "lake"), "--prefect", "never"]
     assert main(["nightly", "--since", "2026-11-28", "--until", "2026-12-01", *flags, "--warehouse", str(tmp_path / "all.duckdb")]) == 0
     assert len(listed) == 1  # the catalog is read once for every night
     assert len(pools) == 1  # and the shard processes are started once for every night
+    assert rebuilds == [1] and checkpoints == [False, False, False, True]  # the history's costs once, after the last night
     runs = query(str(tmp_path / "all.duckdb"), "SELECT run_date, found, attempts FROM runs ORDER BY run_date")
     assert runs == [("2026-11-28", 0, 0), ("2026-11-29", 2, 2), ("2026-11-30", 1, 1), ("2026-12-01", 1, 1)]
     assert capsys.readouterr().out.count("nightly 2026-") == 4
@@ -225,6 +230,9 @@ def test_backfill_since_until_runs_each_night_once_with_one_discovery(tmp_path, 
         assert main(["nightly", "--date", day, *flags, "--warehouse", str(tmp_path / "one.duckdb")]) == 0
     sql = "SELECT attempt_id, verdict, domain, subdomain, culprit_nodes, evidence FROM attributions ORDER BY attempt_id"
     assert query(str(tmp_path / "all.duckdb"), sql) == query(str(tmp_path / "one.duckdb"), sql)
+    for table in ("node_offenders", "port_hotspots", "gpu_model_trends", "incidents"):
+        sql = f"SELECT * FROM {table} ORDER BY ALL"
+        assert query(str(tmp_path / "all.duckdb"), sql) == query(str(tmp_path / "one.duckdb"), sql), table
 
 
 @pytest.mark.parametrize("args", [["--until", "2026-11-29"], ["--since", "2026-11-30", "--until", "2026-11-29"],

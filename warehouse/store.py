@@ -80,12 +80,14 @@ def _add_struct_fields(con: duckdb.DuckDBPyConnection) -> None:
 
 def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Source]], run: dict,
                   failures: Sequence[dict] = (), filesystem=None,
-                  read_back: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> None:
+                  read_back: Callable[[duckdb.DuckDBPyConnection], None] | None = None, checkpoint: bool = True) -> None:
     """Replace every row of the attempts in `tables` (one dict of ATTEMPT_TABLES, or several: one per shard) in one
     transaction (one short write lock), and record the run and its `failures` (rows of run_failures). A table is
     Arrow, or the URL of a Parquet file that DuckDB reads itself (a nightly shard's results: no copy through
     Python; `filesystem` is the fsspec filesystem of non-local URLs). `read_back` reads what the caller needs of
-    the stored rows on the same connection once they are committed (the API's verdicts: no second open of the file)."""
+    the stored rows on the same connection once they are committed (the API's verdicts: no second open of the file).
+    `checkpoint` off leaves the write-ahead log to the next load's checkpoint (a backfill's nights but its last): a
+    checkpoint rewrites the changed tables' blocks, a cost that follows the warehouse's size, not the night's rows."""
     parts = [tables] if isinstance(tables, dict) else list(tables)
     con = connect_writer(path)
     try:
@@ -110,7 +112,8 @@ def load_attempts(path: str, tables: dict[str, Source] | Sequence[dict[str, Sour
             con.execute("INSERT INTO run_failures VALUES (?, ?, ?, ?, ?, ?)",
                         [run["run_id"], f.get("attempt_id"), f.get("spec_uri"), f["stage"], f.get("error"), run["finished_at"]])
         con.execute("COMMIT")
-        con.execute("CHECKPOINT")
+        if checkpoint:
+            con.execute("CHECKPOINT")
     except Exception:
         con.execute("ROLLBACK")
         raise
