@@ -26,7 +26,8 @@ def bench_fleet(monkeypatch):
     return import_benchmark("bench_fleet", monkeypatch)
 
 
-@pytest.mark.parametrize("module, profile", [("bench_fleet", "FLEET_PROFILE"), ("bench_many_files", "MANY_FILES_PROFILE")])
+@pytest.mark.parametrize("module, profile", [("bench_fleet", "FLEET_PROFILE"), ("bench_many_files", "MANY_FILES_PROFILE"),
+                                             ("bench_backfill", "BACKFILL_PROFILE")])
 def test_pinned_profile_spells_out_every_keyword_of_simulate_and_weighs_every_fault(module, profile, monkeypatch):
     pinned = getattr(import_benchmark(module, monkeypatch), profile)
     keywords = {p.name for p in inspect.signature(simulate).parameters.values() if p.kind is p.KEYWORD_ONLY}
