@@ -37,7 +37,7 @@ from firstfault.connectors.catalog import (
 from firstfault.connectors.static_context import load_static_context
 from firstfault.errors import BadInput, describe
 from firstfault.lake import Lake
-from firstfault.run import attribute, lake_filesystem, land, load_rule_set
+from firstfault.run import attribute, config_lake, lake_filesystem, land, load_rule_set
 from firstfault.rules_sql.prepared import WarmRulePass
 from firstfault.schema import ATTEMPT_TABLES, RUN_FAILURE_SCHEMA, run_failure
 from firstfault.warehouse.fleet import rebuild
@@ -147,7 +147,7 @@ def claim_results(config: Config, run_id: str) -> None:
     """Remove the results folders that earlier runs of this warehouse left in the lake when they died before loading
     them (kill -9, a lost machine), and mark this run's folder as this warehouse's. Call it holding the warehouse's
     nightly lock: then no live run owns one of those folders. Runs of other warehouses sharing the lake are left alone."""
-    lake = _lake(config)
+    lake = config_lake(config)
     owner = os.path.abspath(config.warehouse.path)
     for folder in lake.fs.glob(lake.path("results", "run=*")):
         marker = posixpath.join(folder, _OWNER)
@@ -185,24 +185,26 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
 
     # shards already run side by side, so the attempts of one shard are landed in this process; the rule pass
     # takes the tables just landed from memory rather than from the lake (when they are small enough to keep)
-    tables = {r.attempt_id: r.tables for r in land(contexts, config, on_error=land_failed, parallel=False, keep_bytes=_KEPT_BYTES)}
+    lake = config_lake(config)  # the shard's one lake: landing, the rule pass and the result tables share its listings
+    tables = {r.attempt_id: r.tables for r in land(contexts, config, on_error=land_failed, parallel=False, keep_bytes=_KEPT_BYTES,
+                                                   lake=lake)}
     landed = [ctx for ctx in contexts if ctx.attempt_id in tables]
     fingerprints = {c.attempt_id: c.fingerprint for c in candidates}
     rules = load_rule_set(config)
-    warm = _warm_rule_pass(config, rules.version)
+    warm = _warm_rule_pass(config, rules.version, lake)
     parts = []
     if landed:
         try:
-            parts.append(attribute(landed, config, rules, fingerprints=fingerprints, warm=warm, landed=tables).tables)
+            parts.append(attribute(landed, config, rules, fingerprints=fingerprints, warm=warm, landed=tables, lake=lake).tables)
         except Exception:  # noqa: BLE001 - find the attempt that breaks it; attribute the others one by one
             for ctx in landed:
                 try:
-                    parts.append(attribute([ctx], config, rules, fingerprints=fingerprints, warm=warm, landed=tables).tables)
+                    parts.append(attribute([ctx], config, rules, fingerprints=fingerprints, warm=warm, landed=tables,
+                                           lake=lake).tables)
                 except Exception as e:  # noqa: BLE001
                     failures.append(run_failure(ctx.attempt_id, ctx.spec_uri, "attribute", describe(e)))
     for f in failures:
         log.warning("nightly: %s (%s) failed at %s: %s", f["attempt_id"], f["spec_uri"], f["stage"], f["error"])
-    lake = _lake(config)
     folder = lake.path("results", f"run={run_id}", f"shard={index}")
     if lake.fs.exists(folder):
         lake.fs.rm(folder, recursive=True)
@@ -218,16 +220,17 @@ def run_shard(index: int, candidates: Sequence[Candidate], config: Config, run_i
 _WARM = threading.local()
 
 
-def _warm_rule_pass(config: Config, version: str) -> WarmRulePass:
+def _warm_rule_pass(config: Config, version: str, lake: Lake) -> WarmRulePass:
     """This thread's rule pass connection, its reference tables registered once for every shard it runs (per thread:
     Prefect's thread pool runs shards side by side, and a warm pass lends its connection to one run at a time). One
-    per thread, replaced when the config or the rules change: a long-lived process does not pile them up."""
+    per thread, replaced when the config or the rules change: a long-lived process does not pile them up. `lake`: the
+    config's (the shard's)."""
     key = (repr(config.attribution), version, config.lake.root, repr(config.lake.storage_options()))
     held = getattr(_WARM, "held", None)
     if held is None or held[0] != key:
         if held is not None:
             held[1].close()
-        _WARM.held = (key, WarmRulePass(config.attribution, version, lake_filesystem(_lake(config))))
+        _WARM.held = (key, WarmRulePass(config.attribution, version, lake_filesystem(lake)))
     return _WARM.held[1]
 
 
@@ -238,7 +241,7 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
     summary (counts, failures and the ids of the attempts attributed: `--output` writes their verdicts). A backfill's
     nights but its `last` leave the checkpoint and the fleet aggregates to it (they cost the warehouse's whole
     history, not the night's rows); `rebuild_after`: an earlier night attributed attempts, so the last rebuilds."""
-    lake = _lake(config)
+    lake = config_lake(config)
     parts, attributions, failures = [], [], list(plan.failures) + list(extra_failures)
     for url in shard_urls:
         folder = lake.fs._strip_protocol(url)
@@ -273,7 +276,7 @@ def load_results(shard_urls: Sequence[str], plan: Plan, config: Config, flow: st
 
 
 def remove_run_folder(config: Config, run_id: str) -> None:
-    lake = _lake(config)
+    lake = config_lake(config)
     run_folder = lake.path("results", f"run={run_id}")
     if lake.fs.exists(run_folder):
         lake.fs.rm(run_folder, recursive=True)
@@ -418,10 +421,6 @@ def render_summary(summary: dict) -> str:
 
 
 # helpers --------------------------------------------------------------------------------------------------------
-
-def _lake(config: Config) -> Lake:
-    return Lake(config.lake.root, config.lake.storage_options())
-
 
 def _write(lake: Lake, path: str, table: pa.Table) -> None:
     with lake.fs.open(path, "wb") as f:

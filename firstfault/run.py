@@ -55,12 +55,13 @@ class AttributionTables:
 
 def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Sequence[Path] | None = None, *,
          on_error: Callable[[AttemptContext, Exception], None] | None = None, parallel: bool = True,
-         keep_bytes: int = 0) -> list[LandingResult]:
+         keep_bytes: int = 0, lake: Lake | None = None) -> list[LandingResult]:
     """Land every attempt. Big inputs use several processes (each attempt is landed whole by one of them) unless
     `parallel` is off (the caller already runs on every core); small ones are landed together, which shares
     the fixed cost of event extraction. `on_error(ctx, exc)` receives each attempt that fails (then left out);
     without it the first failure propagates. `pattern_dirs` (default: the config's `[patterns] dirs`) are merged
-    after the built-in patterns. `keep_bytes`: see `land_attempts` (one process only)."""
+    after the built-in patterns. `keep_bytes`: see `land_attempts` (one process only). `lake`: the run's (default:
+    the config's, built now)."""
     dirs = config.patterns.dirs if pattern_dirs is None else pattern_dirs
     try:
         patterns = load_patterns([Path(d) for d in dirs])
@@ -69,8 +70,8 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
     sources = source_connectors(config)
     sizes = [log_bytes(ctx) for ctx in contexts] if parallel and len(contexts) > 1 else []
     workers = _landing_workers(len(contexts), sum(sizes), config.landing) if parallel else 1
+    lake = lake or config_lake(config)
     if workers <= 1:  # one process lands them; a big application log is landed in parts by one process per core
-        lake = Lake(config.lake.root, config.lake.storage_options())
         part_workers = (config.landing.workers or os.cpu_count() or 1) if parallel else 1
         # the caller's processes already fill the cores: a second unit in flight would only hold memory
         settings = config.landing if parallel else replace(config.landing, units_in_flight=1)
@@ -87,7 +88,12 @@ def land(contexts: Sequence[AttemptContext], config: Config, pattern_dirs: Seque
                     raise
                 on_error(ctx, e)
             landed.advance(1, size)
-        return _logged(results, Lake(config.lake.root, config.lake.storage_options()))
+        return _logged(results, lake)
+
+
+def config_lake(config: Config) -> Lake:
+    """The lake of `config` (`[lake] root` and its storage options)."""
+    return Lake(config.lake.root, config.lake.storage_options())
 
 
 def _logged(results: list[LandingResult], lake: Lake) -> list[LandingResult]:
@@ -101,7 +107,7 @@ def _logged(results: list[LandingResult], lake: Lake) -> list[LandingResult]:
 def _land_one(ctx: AttemptContext, config: Config, patterns, sources) -> LandingResult:
     """One attempt in one of the pool's processes (one per core: one unit in flight each)."""
     settings = replace(config.landing, units_in_flight=1)
-    return land_attempt(ctx, Lake(config.lake.root, config.lake.storage_options()), patterns, settings, sources)
+    return land_attempt(ctx, config_lake(config), patterns, settings, sources)
 
 
 # Below this much input a second process costs more (interpreter and imports) than it saves.
@@ -118,13 +124,14 @@ def _landing_workers(attempts: int, total_bytes: int, settings) -> int:
 
 def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet | None = None,
               history: Sequence[dict] | None = None, fingerprints: dict[str, str | None] | None = None,
-              warm: WarmRulePass | None = None, landed: dict[str, dict[str, pa.Table]] | None = None) -> AttributionTables:
+              warm: WarmRulePass | None = None, landed: dict[str, dict[str, pa.Table]] | None = None,
+              lake: Lake | None = None) -> AttributionTables:
     """Run every rule of `rules` (default: the config's, loaded now) over the landed events of all `contexts` in one
     DuckDB pass, on `warm`'s connection when given (made from the same config and rules). `history` (rows of
     HISTORY_COLUMNS) replaces the warehouse as the record of earlier attempts when given (fixtures); otherwise the
     warehouse is read when it exists. `landed` (the landing's kept `tables` by attempt id) spares reading the lake
-    again when it holds every one of `contexts`."""
-    lake = Lake(config.lake.root, config.lake.storage_options())
+    again when it holds every one of `contexts`. `lake`: the run's (default: the config's, built now)."""
+    lake = lake or config_lake(config)
     rules = rules or load_rule_set(config)
     version = rules.version
     with warm.connection() if warm else fresh_rule_pass(config.attribution, version, lake_filesystem(lake)) as con:

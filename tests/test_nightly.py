@@ -9,6 +9,7 @@ import yaml
 
 from firstfault import nightly
 from firstfault.cli import main
+from firstfault.lake import Lake
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.synthetic.demo import EXPECTED, write_demo
 from firstfault.connectors.catalog import Candidate, catalog_patterns, discover, list_specs
@@ -271,3 +272,20 @@ def test_an_empty_night_names_the_nearest_days_and_leaves_the_fleet_alone(tmp_pa
                  "--lake", str(tmp_path / "lake")]) == 0
     out = capsys.readouterr().out
     assert "skipped (unchanged) 1, attributed 0" in out and "fleet aggregates" not in out
+
+
+def test_a_shard_builds_its_lake_once_for_landing_the_rule_pass_and_its_results(tmp_path, monkeypatch):
+    catalog = make_catalog(tmp_path, ["headline", "cuda-oom"])
+    config = config_for(tmp_path)
+    built, per_shard = [], []
+    monkeypatch.setattr("firstfault.lake.Lake.__init__", lambda self, *a, real=Lake.__init__, **k: built.append(1) or real(self, *a, **k))
+
+    def counted_shard(*args, real=nightly.run_shard, **kwargs):
+        before = len(built)
+        url = real(*args, **kwargs)
+        per_shard.append(len(built) - before)
+        return url
+
+    monkeypatch.setattr("firstfault.nightly.run_shard", counted_shard)
+    assert run_nightly(config, DAY, str(catalog), shards=2)["attributed"] == 2
+    assert per_shard == [1, 1]
