@@ -1,7 +1,9 @@
 -- id: ib_link_kernel
 -- detects: InfiniBand/RoCE/Ethernet link loss in the kernel log (carrier down, cable/module errors, mlx5/EFA health),
 --          and the HCA asynchronous events NCCL reports (port error -> the link; catastrophic, or any event NCCL calls
---          fatal (QP, CQ) -> the NIC; informational events such as a GID table change or a port going active are not used),
+--          fatal (QP, CQ) -> the NIC; informational events such as a GID table change or a port going active are not used;
+--          a record its emitter calls non-fatal or a command the NIC refused is a root of low strength (the device still
+--          answers: the ranking keeps such a root only with a witnessed consequence)),
 --          and the EFA network plugin (aws-ofi-nccl) failing to open a fabric, domain or endpoint on its NIC
 -- domain: network/ib_link, network/roce, network/nic
 -- inputs: events(kind in ib_link, ib_port_module, nic_health, nccl_ib_async, nccl_ofi_resource)
@@ -22,7 +24,7 @@ SELECT e.attempt_id, e.event_id, 'ib_link_kernel' AS rule_id,
            ELSE 'ib_link'
        END AS subdomain,
        e.node AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu, 'node' AS granularity,
-       CASE WHEN e.kind = 'nccl_ofi_resource' THEN 0.6 WHEN e.kind IN ('nic_health', 'nccl_ib_async') THEN 0.75 ELSE 0.8 END AS strength, e.ts,
+       CASE WHEN e.severity IN ('nonfatal', 'advisory') THEN 0.45 WHEN e.kind = 'nccl_ofi_resource' THEN 0.6 WHEN e.kind IN ('nic_health', 'nccl_ib_async') THEN 0.75 ELSE 0.8 END AS strength, e.ts,
        printf('%s %s on %s', CASE e.kind WHEN 'ib_link' THEN 'link ' || coalesce(e.code_text, '') WHEN 'nic_health' THEN 'NIC health:'
                           WHEN 'nccl_ib_async' THEN 'NCCL HCA async event:' WHEN 'nccl_ofi_resource' THEN 'EFA plugin could not open its NIC:'
                           ELSE 'port module event:' END,
