@@ -21,7 +21,8 @@ Named groups:
   ``pci``, ``source_id`` or ``*_pci`` are PCI addresses and normalised like ``device``.
 
 Post-processing: ``gpu`` -> ``dddd:bb:dd`` lower case; ``device`` that looks like a BDF -> ``dddd:bb:dd.f`` lower
-case; ``severity`` lower-cased onto ``fatal|nonfatal|correctable|error|warning|info``; ``signal`` = −exit_code for
+case; ``severity`` lower-cased onto ``fatal|nonfatal|correctable|error|warning|info`` (a `set` may
+also give ``advisory``: a request the device refused); ``signal`` = −exit_code for
 negative exit codes; ``node``/``rank``/``local_rank`` from the line unless captured; ``message`` = msg; ``raw``
 truncated to 4096 chars; ``event_id`` = ``source:file_index:line:kind`` (the first event per id is kept).
 
