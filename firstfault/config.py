@@ -17,6 +17,11 @@ class AttributionSettings:
     ambiguity_margin: float = 0.1
     late_penalty: float = 0.5
     corroboration_bonus: float = 0.05
+    # the cause model (docs/DESIGN.md §4.2)
+    survived_s: float = 300.0           # training progressed this long after a cause: it did not end the job
+    inadmissible_penalty: float = 0.25  # score factor of a survived cause, or an advisory one nothing witnessed
+    witness_ratio: float = 3.0          # a contender named by this many times more peers than any other decides
+    min_witnesses: int = 3              # ... when at least this many peers name it
     # history-aware actions (docs/DESIGN.md §4.3); budgets are counted since the workload last made progress
     max_restarts: int = 3           # failed attempts without progress after which the action is `stop`
     same_root_limit: int = 2        # the same root this many times without progress in between -> `stop`

@@ -7,10 +7,7 @@
 CREATE OR REPLACE TEMP MACRO is_kernel_source(s) AS s IN ('syslog', 'kernel', 'dmesg', 'kmsg', 'journal', 'journald');
 
 CREATE OR REPLACE TEMP TABLE verdict_quality AS
-WITH winner AS (
-    SELECT * FROM ranked_causes WHERE position = 1
-),
-report_sources AS (
+WITH report_sources AS (
     SELECT attempt_id,
            list_sort(list(DISTINCT source) FILTER (WHERE status = 'ok' AND rows > 0)) AS present,
            list_sort(list(DISTINCT source) FILTER (WHERE status <> 'ok' OR rows = 0)) AS not_ok
@@ -29,6 +26,10 @@ assembled AS (
            END AS culprit_kernel_log,
            w.strength AS best_strength, w.rule_id AS w_rule, w.cause_node AS w_node, w.summary AS w_summary,
            w.granularity AS w_granularity,
+           -- a cause left out on another node that more peers name than the root's node: the root may be a bystander
+           EXISTS (SELECT 1 FROM ranked_causes r
+                   WHERE r.attempt_id = a.attempt_id AND r.cause_node NOT IN ('', w.cause_node) AND r.witnesses > w.witnesses
+                     AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.attempt_id = r.attempt_id AND c.position = r.position)) AS rival_witnessed,
            (SELECT count(*) FROM ranked_causes c WHERE c.attempt_id = a.attempt_id AND c.is_candidate) AS candidates,
            (SELECT count(*) FROM symptom_rows s WHERE s.attempt_id = a.attempt_id) AS symptoms,
            coalesce(rs.present, []::VARCHAR[]) AS present,
@@ -47,7 +48,8 @@ factors AS (
         CASE WHEN len(missing) > 0 THEN -1 ELSE 0 END AS p_missing,
         CASE WHEN culprit_kernel_log = false THEN -1 ELSE 0 END AS p_kernel,
         CASE WHEN skew_unmeasured AND skew_s > (SELECT skew_tolerance_s FROM params) THEN -1 ELSE 0 END AS p_skew,
-        CASE WHEN w_granularity = 'group' THEN -1 ELSE 0 END AS p_local
+        CASE WHEN w_granularity = 'group' THEN -1 ELSE 0 END AS p_local,
+        CASE WHEN verdict = 'attributed' AND rival_witnessed THEN -1 ELSE 0 END AS p_rival
     FROM assembled
 ),
 graded AS (
@@ -57,8 +59,8 @@ graded AS (
             WHEN verdict = 'unattributed' THEN 'low'
             WHEN verdict = 'ambiguous' THEN 'low'
             WHEN w_rule = 'scheduler_state' THEN CASE WHEN best_strength >= 0.7 THEN 'medium' ELSE 'low' END
-            WHEN best_score >= 0.8 AND p_strength + p_sources + p_missing + p_kernel + p_skew + p_local >= 3 THEN 'high'
-            WHEN best_score >= 0.5 AND p_strength + p_sources + p_missing + p_kernel + p_skew + p_local >= 0 THEN 'medium'
+            WHEN best_score >= 0.8 AND p_strength + p_sources + p_missing + p_kernel + p_skew + p_local + p_rival >= 3 THEN 'high'
+            WHEN best_score >= 0.5 AND p_strength + p_sources + p_missing + p_kernel + p_skew + p_local + p_rival >= 0 THEN 'medium'
             ELSE 'low'
         END AS confidence,
         list_filter([
@@ -82,6 +84,8 @@ graded AS (
             CASE WHEN skew_s > 0 AND skew_unmeasured AND skew_s > (SELECT skew_tolerance_s FROM params)
                      THEN printf('clock skew up to %.1fs and a root node without a clock estimate: order less certain', skew_s)
                  WHEN skew_s > 0 THEN printf('clock skew up to %.1fs measured and corrected before ordering', skew_s) END,
+            CASE WHEN verdict = 'attributed' AND rival_witnessed
+                 THEN 'another node is named by more peers than the root''s node: the root may be a bystander' END,
             CASE WHEN verdict = 'attributed' AND w_granularity = 'group'
                  THEN 'not localised to one node: the NVLink peer may be on another tray' END,
             CASE WHEN symptoms > 0 THEN printf('%d symptom(s) explained as cascade', symptoms) END

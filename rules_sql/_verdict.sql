@@ -5,10 +5,7 @@
 CREATE OR REPLACE TEMP MACRO iso(t) AS strftime(t, '%Y-%m-%dT%H:%M:%S.%gZ');
 
 CREATE OR REPLACE TEMP TABLE verdict_base AS
-WITH winner AS (
-    SELECT * FROM ranked_causes WHERE position = 1
-),
-chosen_lists AS (
+WITH chosen_lists AS (
     SELECT attempt_id,
            list_sort(list(DISTINCT cause_node) FILTER (WHERE cause_node <> '')) AS culprit_nodes,
            count(DISTINCT domain) AS domains,

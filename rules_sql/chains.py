@@ -49,9 +49,24 @@ def load_chains(path: Path | None = None) -> tuple[list[dict], list[dict]]:
     return rows, silent
 
 
-def chains_tables() -> tuple[pa.Table, pa.Table]:
+def load_advisory_severities(path: Path | None = None) -> list[str]:
+    """The event severities whose emitter calls the record non-fatal (`advisory_severities`): such a root needs a
+    witnessed consequence (docs/DESIGN.md §4.2)."""
+    path = path or chains_path()
+    doc = yamlio.safe_load(path.read_text(encoding="utf-8")) or {}
+    out = []
+    for i, raw in enumerate(doc.get("advisory_severities") or []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("severity"), str) or not raw.get("source") or not raw.get("why"):
+            raise BadInput(str(path), f"advisory_severities[{i}]", "needs `severity`, `source` and `why`")
+        out.append(raw["severity"])
+    return out
+
+
+def chains_tables() -> tuple[pa.Table, pa.Table, pa.Table]:
     rows, silent = load_chains()
-    return pa.Table.from_pylist(rows, CAUSAL_CHAINS_SCHEMA), pa.Table.from_pylist(silent, SILENT_NODE_CLASSES_SCHEMA)
+    advisory = pa.table({"severity": pa.array(load_advisory_severities(), pa.string())})
+    return (pa.Table.from_pylist(rows, CAUSAL_CHAINS_SCHEMA), pa.Table.from_pylist(silent, SILENT_NODE_CLASSES_SCHEMA),
+            advisory)
 
 
 def _chain_row(path: Path, i: int, raw) -> dict:

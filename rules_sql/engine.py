@@ -43,10 +43,11 @@ from firstfault.transforms.messages import catalogue_dir
 
 HEADER_KEYS = ("id", "detects", "domain", "inputs")
 # The built-in scripts that are not rules: the shared views every rule reads (run before the rules), then the ranking,
-# run after them in this order, each reading the tables of the ones before: causes and the verdict (_rank), the
-# verdict's quality (_confidence), the verdict rows (_verdict), the history-aware action (_action).
+# run after them in this order, each reading the tables of the ones before: the chains (_rank), the cause model
+# (_rank_causes), the verdict (_rank_decide), its quality (_confidence), the verdict rows (_verdict), the history-aware
+# action (_action).
 VIEWS_SCRIPT = "_views.sql"
-RANKING_SCRIPTS = ("_rank.sql", "_confidence.sql", "_verdict.sql", "_action.sql")
+RANKING_SCRIPTS = ("_rank.sql", "_rank_causes.sql", "_rank_decide.sql", "_confidence.sql", "_verdict.sql", "_action.sql")
 
 
 @dataclass(frozen=True)
@@ -214,9 +215,10 @@ def register_reference(con: duckdb.DuckDBPyConnection, settings: AttributionSett
 
 
 def register_chains(con: duckdb.DuckDBPyConnection) -> None:
-    """The causal chains (`chains.yaml`) as the tables `causal_chains` and `silent_node_classes` the ranking reads."""
-    chains, silent = chains_tables()
-    for name, table in (("causal_chains", chains), ("silent_node_classes", silent)):
+    """The causal chains (`chains.yaml`) as the tables `causal_chains`, `silent_node_classes` and `advisory_severities`
+    the ranking reads."""
+    chains, silent, advisory = chains_tables()
+    for name, table in (("causal_chains", chains), ("silent_node_classes", silent), ("advisory_severities", advisory)):
         con.register(f"_{name}", table)
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM _{name}")
         con.unregister(f"_{name}")
