@@ -66,7 +66,11 @@ graded AS (
         list_filter([
             CASE verdict
                 WHEN 'attributed' THEN printf('root: %s (score %.2f)', w_summary, best_score)
-                WHEN 'ambiguous' THEN printf('%d causes score within the ambiguity margin of %.2f', candidates, best_score)
+                WHEN 'ambiguous' THEN printf('%d contenders score within %.2f of the best score %.2f and would send the operator to different nodes or actions: %s',
+                                             (SELECT count(*) FROM chosen c WHERE c.attempt_id = f.attempt_id), (SELECT ambiguity_margin FROM params), best_score,
+                                             (SELECT string_agg(printf('%s/%s on %s (%s, score %.2f)', c.domain, c.subdomain, coalesce(nullif(c.cause_node, ''), 'the job'),
+                                                                       c.action, c.score), ' vs ' ORDER BY c.position)
+                                              FROM chosen c WHERE c.attempt_id = f.attempt_id))
                 WHEN 'unattributed' THEN 'no event that can start a failure was found in the attempt window'
                 ELSE CASE WHEN best_score IS NULL THEN 'the scheduler reports success and no failure evidence was found'
                           ELSE printf('the scheduler reports success; the failure evidence found (best score %.2f) did not end the job', best_score) END
@@ -88,9 +92,19 @@ graded AS (
                  THEN 'another node is named by more peers than the root''s node: the root may be a bystander' END,
             CASE WHEN verdict = 'attributed' AND w_granularity = 'group'
                  THEN 'not localised to one node: the NVLink peer may be on another tray' END,
-            CASE WHEN symptoms > 0 THEN printf('%d symptom(s) explained as cascade', symptoms) END
+            CASE WHEN symptoms > 0 THEN printf('%d symptom(s) explained as cascade', symptoms) END,
+            (SELECT printf('runner-up: %s/%s on %s (score %.2f), not chosen: %s', r.domain, r.subdomain,
+                           coalesce(nullif(r.cause_node, ''), 'the job'), r.score,
+                           CASE WHEN r.survived THEN 'training progressed after it'
+                                WHEN r.advisory AND NOT r.witnessed THEN 'its record calls it non-fatal and no consequence was witnessed'
+                                WHEN r.late THEN 'it started after another cause had certainly begun'
+                                ELSE printf('a weaker or less corroborated cause (%d witness(es), %d source(s))', r.witnesses, r.sources) END)
+             FROM ranked_causes r
+             WHERE r.attempt_id = f.attempt_id AND f.verdict = 'attributed'
+               AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.attempt_id = r.attempt_id AND c.position = r.position)
+             ORDER BY r.position LIMIT 1)
         ], lambda r: r IS NOT NULL) AS reasons
-    FROM factors
+    FROM factors f
 )
 SELECT attempt_id,
        struct_pack(confidence := confidence, reasons := reasons, sources_present := present, sources_missing := missing,
