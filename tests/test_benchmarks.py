@@ -48,3 +48,25 @@ def test_attempt_benchmark_imports(monkeypatch):
 
 def test_api_benchmark_imports(monkeypatch):
     assert callable(import_benchmark("bench_api", monkeypatch).main)
+
+
+def _card(*levels: tuple[int, int]) -> dict:
+    return {"by_confidence": {level: {"right": right, "verdicts": given} for level, (right, given) in zip(("high", "medium", "low"), levels)}}
+
+
+def test_the_confidence_table_adds_up_every_set_per_level(monkeypatch):
+    table = import_benchmark("confidence_table", monkeypatch).table
+    text = table({"one": _card((9, 10), (1, 2), (0, 0)), "two": _card((1, 1), (0, 1), (2, 3))})
+    assert "| one | 9 / 10 (90.0 %) | 1 / 2 (50.0 %) | 0 / 0 |" in text
+    assert text.splitlines()[-1] == "| **all** | 10 / 11 (90.9 %) | 1 / 3 (33.3 %) | 2 / 3 (66.7 %) |"
+
+
+def test_the_documented_confidence_table_is_the_scripts_and_high_is_right_99_percent_of_the_time(monkeypatch):
+    module = import_benchmark("confidence_table", monkeypatch)
+    doc = module.DOC.read_text(encoding="utf-8")
+    section = doc[doc.index(module.BEGIN) + len(module.BEGIN):doc.index(module.END)].strip()
+    assert module.replace_in_doc(doc, section) == doc
+    header, _, *rows = section.splitlines()
+    assert header == "| set | high | medium | low |" and rows[-1].startswith("| **all** |")
+    right, given = map(int, rows[-1].split("|")[2].split("(")[0].split("/"))
+    assert given > 0 and right / given >= 0.99
