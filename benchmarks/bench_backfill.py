@@ -14,14 +14,11 @@ Shares its fleet, grep and run code with bench_fleet.py. Not part of the CI test
 """
 from __future__ import annotations
 
-import argparse
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from bench_fleet import ensure_fleet, fingerprint, local_env, log_files, nights, run_nightly
-from bench_many_files import MANY_FILES_PROFILE, shape
+from bench_many_files import MANY_FILES_PROFILE, fleet_main, shape
 from measure import grep_seconds
 
 #: MANY_FILES_PROFILE (every keyword of `simulate` spelled out there) over 60 days with 760 first attempts.
@@ -32,16 +29,7 @@ TARGET_AGAIN_RATIO = 1.15
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--attempts", type=int, default=BACKFILL_PROFILE["attempts"], help="attempts of the fleet")
-    ap.add_argument("--dir", help="work folder; a fleet simulated there is reused (default: a temporary folder, removed)")
-    args = ap.parse_args(argv)
-    root = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix="bench-backfill-"))
-    try:
-        return run_benchmark(root, {**BACKFILL_PROFILE, "attempts": args.attempts})
-    finally:
-        if not args.dir:
-            shutil.rmtree(root, ignore_errors=True)
+    return fleet_main(argv, __doc__, BACKFILL_PROFILE, "bench-backfill-", run_benchmark)
 
 
 def run_benchmark(root: Path, profile: dict) -> int:

@@ -56,13 +56,18 @@ def shape(fleet: Path, attempts: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--attempts", type=int, default=MANY_FILES_PROFILE["attempts"], help="attempts of the fleet")
+    return fleet_main(argv, __doc__, MANY_FILES_PROFILE, "bench-many-files-", run_benchmark)
+
+
+def fleet_main(argv: list[str] | None, doc: str, profile: dict, prefix: str, run) -> int:
+    """The command line of a benchmark over a simulated fleet: --attempts and --dir, then `run(root, profile)`."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--attempts", type=int, default=profile["attempts"], help="attempts of the fleet")
     ap.add_argument("--dir", help="work folder; a fleet simulated there is reused (default: a temporary folder, removed)")
     args = ap.parse_args(argv)
-    root = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix="bench-many-files-"))
+    root = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        return run_benchmark(root, {**MANY_FILES_PROFILE, "attempts": args.attempts})
+        return run(root, {**profile, "attempts": args.attempts})
     finally:
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)

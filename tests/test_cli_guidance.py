@@ -6,15 +6,7 @@ from pathlib import Path
 import pytest
 
 from firstfault.cli import main
-
-
-def usage_error(capsys, *args) -> str:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(args))
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1, err
-    return err
+from test_cli_operator import usage_error
 
 
 @pytest.mark.parametrize("args, expected", [
