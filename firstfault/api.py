@@ -58,7 +58,7 @@ from firstfault.connectors.static_context import (
 )
 from firstfault.connectors.urls import follow_no_redirects
 from firstfault.errors import BadInput
-from firstfault.header_deadline import with_header_deadline
+from firstfault.connectors.header_deadline import with_header_deadline
 from firstfault.lake import Lake
 from firstfault.rules_sql.prepared import WarmRulePass
 from firstfault.run import lake_filesystem, load_rule_set, run_attempts

@@ -129,7 +129,7 @@ cases:
       syslog/node-02:
         - "Nov 29 01:40:03 node-02 kernel: LustreError: 11-0: scratch-OST0012-osc-ffff8a1b2c3d4000: operation ost_write to node 10.0.0.5@o2ib failed: rc = -110"
     expect:
-      verdict: ambiguous      # both client nodes are candidates; the shared target is what the confirmation names
+      verdict: attributed     # both client nodes name one shared target and call for one action: one verdict
       domain: software
       hits:
         - {rule_id: lustre_shared_target, role: confirmation, culprit_node: node-01}
