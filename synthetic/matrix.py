@@ -22,6 +22,7 @@ from firstfault.rules_sql.rendered_cases import first_rendered
 from firstfault.synthetic.logwriters import Scenario, write_attempt
 from firstfault.synthetic.simulate import (
     CLUSTER, FAULTS, GPU_MODELS, T0, _build, _noise, _peers_fail_towards, _socket_resets, catalogue_roots, place_catalogue_root,
+    silence,
 )
 from firstfault.transforms.messages import Example, Message, load_catalogue
 
@@ -137,8 +138,7 @@ def _write_case(out: Path, i: int, row: dict, rng: random.Random) -> dict:
         (_peers_fail_towards if row["symptoms"] == "peer_completion" else _socket_resets)(s, rng, culprit, fault_at + timedelta(seconds=3), reporters)
     failed = kind not in ("success", "time_limit", "cancelled", "preemption")
     _noise(s, rng, 40, trains_to_end=kind == "time_limit", progress_until=fault_at if failed else None)
-    for node, t in s.silent_after.items():
-        s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
+    silence(s)
     if kind == "success":
         over = {"state": "COMPLETED", "exit_code": "0:0"}
     folder = out / "catalog" / f"{start:%Y-%m-%d}" / s.name

@@ -404,6 +404,12 @@ def _noise(s: Scenario, rng: random.Random, lines: int, trains_to_end: bool, pro
             s.kern(node, s.start + timedelta(seconds=rng.uniform(60, span - 60)), "mlx5_core 0000:5e:00.0: E-Switch: Total vports 2, per vport: max uc(128) max mc(2048)")
 
 
+def silence(s: Scenario) -> None:
+    """Drop what a node that went silent (`s.silent_after`) would have written to its kernel log after that."""
+    for node, t in s.silent_after.items():
+        s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
+
+
 def _pad(s: Scenario, rng: random.Random, target: int) -> None:
     """Benign training chatter (NCCL INFO channel/transport setup, ProcessGroupNCCL warnings, iteration lines) until the
     app log holds roughly `target` more bytes; placed before any injected fault (faults fall at 50-90 % of the run)."""
@@ -571,8 +577,7 @@ def _write_attempt(out: Path, job: Job, attempt: int, kind: str, culprit: str, s
         _pad(s, pad_rng, padding.app_bytes)
     if padding.kernel_bytes > 0:
         _pad_kernels(s, random.Random(f"kernel-pad-{seed}-{job.workload}-{attempt}"), padding.kernel_bytes)
-    for node, t in s.silent_after.items():
-        s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
+    silence(s)
     day = f"{start:%Y-%m-%d}"
     folder = out / "catalog" / day / f"{job.workload}-{attempt}"
     metrics_text = metrics_csv(s, roots, random.Random(f"metrics-{seed}-{job.workload}-{attempt}")) if metrics else None

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from firstfault.rules_sql.cases import Case, attribute_cases
 from firstfault.synthetic.logwriters import Scenario
 from firstfault.synthetic.matrix import cable_flap
-from firstfault.synthetic.simulate import KERNEL_CHATTER, T0, _build, _gpu_xid, _noise, _peers_fail_towards
+from firstfault.synthetic.simulate import KERNEL_CHATTER, T0, _build, _gpu_xid, _noise, _peers_fail_towards, silence
 
 FAULTS = ("gpu_lost", "gpu_memory", "gpu_nvlink", "ib_link", "nic", "nccl_segfault", "host_oom", "filesystem", "kernel_panic", "exception")
 VERDICT = ("verdict", "domain", "subdomain", "culprit_nodes")
@@ -42,8 +42,7 @@ def _scenario(spec: dict, names: list[str] | None = None) -> tuple[Scenario, ran
 
 def _finish(s: Scenario, rng: random.Random, at, name: str, node_order: list[str] | None = None) -> Case:
     _noise(s, rng, 40, trains_to_end=False, progress_until=at)
-    for node, t in s.silent_after.items():
-        s.kernel[node] = [(x, y) for x, y in s.kernel.get(node, []) if x < t]
+    silence(s)
     logs = {"applog": [line for _, line in sorted(s.app, key=lambda x: x[0])]}
     logs |= {f"syslog/{node}": s.kernel_file(node).splitlines() for node in s.nodes}
     context = {"start": f"{s.start:%Y-%m-%dT%H:%M:%SZ}", "end": f"{s.end:%Y-%m-%dT%H:%M:%SZ}", "state": "FAILED",
