@@ -4,7 +4,8 @@
 -- temp tables root_hits, attempt_skew, causes, ranked_causes, outcome (the verdict), chosen (the causes it stands on),
 -- symptom_rows and evidence_rows, which _confidence.sql, _verdict.sql and _action.sql turn into verdict rows.
 
--- A time on the attempt's consensus clock: corrected by the emitting node's measured offset (node_skew, DESIGN §4.2).
+-- A time on the attempt's consensus clock: corrected by the measured offset of the clock it was read on (event_clock,
+-- DESIGN §4.2).
 CREATE OR REPLACE TEMP MACRO consensus_ts(ts, offset_s) AS ts - to_microseconds(CAST(coalesce(offset_s, 0) * 1e6 AS BIGINT));
 -- Whether a line carries a stamp of its own (an inherited stamp is only a lower bound of when it was printed).
 CREATE OR REPLACE TEMP MACRO own_stamp(ts, quality) AS ts IS NOT NULL AND coalesce(quality, '') NOT IN ('inherited', 'none', 'monotonic');
@@ -34,14 +35,15 @@ SELECT h.attempt_id, h.rule_id, h.event_id, h.domain, h.subdomain, h.culprit_nod
        h.ts IS NOT NULL AND (e.event_id IS NULL OR own_stamp(e.ts, e.ts_quality)) AS own_stamp
 FROM rule_hits h
 LEFT JOIN events e USING (attempt_id, event_id)
-LEFT JOIN node_skew k ON k.attempt_id = h.attempt_id AND k.node = e.node
+LEFT JOIN event_clock k USING (attempt_id, event_id)
 WHERE h.role = 'root';
 
 -- Every (effect hit, chain, cause) inside the chain's scope and window. A cause is a root hit of the cause's class, or,
 -- for a cause given by event kind alone, any event of that kind whatever role its rules gave it (`went_silent`: the
 -- node that went silent first while its peers' errors name it, silent_first_node, dated when it went silent). Times
--- are compared when both sides have one; an effect without a stamp of its own counts as after a stamped cause when the
--- chain says so (`after_stamped`: a line that only reports a lost peer); lines of one file are in file order; else the
+-- are compared when both sides have one; an effect without a stamp of its own counts as after a stamped cause, and a
+-- cause with no time at all as before the effect, when the chain says so (`after_stamped`: a line that only reports a
+-- lost peer, whose cause an unanchored dmesg may leave untimed); lines of one file are in file order; else the
 -- chain's `unstamped` policy decides (`any`: untimed counts as inside). A recovery (`relation: recovered`) counts only
 -- when training progressed after it.
 CREATE OR REPLACE TEMP TABLE chain_links AS
@@ -63,7 +65,7 @@ causes AS (
     FROM events e
     JOIN causal_chains c ON c.cause_domain IS NULL
      AND chain_side_matches(NULL, NULL, c.cause_kind, c.cause_codes, c.cause_texts, NULL, NULL, e.kind, e.code, e.code_text)
-    LEFT JOIN node_skew k ON k.attempt_id = e.attempt_id AND k.node = e.node
+    LEFT JOIN event_clock k USING (attempt_id, event_id)
     UNION ALL
     SELECT c.id, s.attempt_id, NULL, 'went_silent', s.node, NULL, NULL, NULL, consensus_ts(s.last_ts, k.offset_s),
            s.last_ts IS NOT NULL, NULL, NULL
@@ -87,6 +89,8 @@ linked AS (
           END
       AND CASE
               WHEN x.unstamped = 'after_stamped' AND c.own_stamp AND NOT x.own_stamp THEN true
+              -- a cause of unknown time (an unanchored dmesg line) may have come first: the report of it decides
+              WHEN x.unstamped = 'after_stamped' AND c.ts IS NULL AND c.event_id IS NOT NULL THEN true
               WHEN x.ts IS NOT NULL AND c.ts IS NOT NULL THEN
                   epoch_us(x.ts) - epoch_us(c.ts) >= x.before_s * 1e6
                   AND (x.after_s IS NULL OR epoch_us(x.ts) - epoch_us(c.ts) <= x.after_s * 1e6)

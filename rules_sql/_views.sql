@@ -107,6 +107,28 @@ SELECT d.attempt_id, d.node,
 FROM deltas d CROSS JOIN params p
 GROUP BY d.attempt_id, d.node, p.skew_tolerance_s;
 
+-- The clock each event's stamp was read on, as that clock's offset from the consensus (node_skew): an own stamp is
+-- read on its node's clock; an inherited stamp is copied from an earlier line of its file, so it is read on the clock
+-- of the node that writes the file when one node does (every own-stamped event and progress marker of the file is
+-- that node's: its kernel log), and on an unknown clock in a log many nodes write to, where it stays as printed.
+CREATE OR REPLACE TEMP VIEW event_clock AS
+WITH file_clock AS (
+    SELECT attempt_id, uri, min(node) AS node
+    FROM (
+        SELECT attempt_id, uri, node FROM events
+        WHERE uri IS NOT NULL AND node IS NOT NULL AND ts IS NOT NULL AND ts_quality NOT IN ('inherited', 'none', 'monotonic')
+        UNION ALL
+        SELECT attempt_id, uri, node FROM progress_window WHERE uri IS NOT NULL AND node IS NOT NULL
+    )
+    GROUP BY ALL
+    HAVING count(DISTINCT node) = 1
+)
+SELECT e.attempt_id, e.event_id, k.offset_s
+FROM events e
+LEFT JOIN file_clock f ON f.attempt_id = e.attempt_id AND f.uri = e.uri
+LEFT JOIN node_skew k ON k.attempt_id = e.attempt_id
+ AND k.node = CASE WHEN e.ts_quality = 'inherited' THEN f.node ELSE e.node END;
+
 -- When each node of an attempt was last heard of: its latest own-stamped event or progress marker (an inherited stamp
 -- belongs to another line). The node that went silent first (DESIGN §4.2) is the one whose last sign of life is earlier
 -- than every other node's by more than the tie tolerance, while other nodes' errors name it afterwards (peer_node,

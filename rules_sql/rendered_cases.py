@@ -55,6 +55,8 @@ CHAIN_CASES = {
     "node_failure.explains.lost_peer_ib": ("slurm.slurmstepd.cancelled_node_failure", "nccl.net_ib.completion_error"),
     "link_down.explains.lost_peer_socket": ("linux.ib.port_link_down", "nccl.socket.net_recv_failed"),
     "nic.explains.lost_peer_socket": ("linux.mlx5.health_compromised", "nccl.socket.net_recv_failed"),
+    "crash.explains.lost_peer_socket": ("linux.segfault.user", "nccl.socket.net_recv_failed"),
+    "application.explains.lost_peer_socket": ("deepspeed.engine.universal_checkpoint_missing", "nccl.socket.net_recv_failed"),
 }
 # recovery chain (`relation: recovered`) -> the entries of a flap on node-02, the recovery last, stamped RECOVERY_STAMPS
 RECOVERY_CASES = {

@@ -14,16 +14,7 @@ from firstfault.synthetic.matrix import DIMENSIONS, allowed, kinds, matrix_rows,
 from firstfault.synthetic.simulate import attribute_fleet, evaluate, read_truth
 
 #: attempt -> what goes wrong today; `confident` marks an attributed verdict with the wrong class or node
-KNOWN_MISSES = {
-    "sim/matrix-0014/0": "confident: the culprit's clock 25 s ahead, its CUDA error (inherited stamp) taken for the root before its Xid 79",
-    "sim/matrix-0023/0": "confident: the culprit's clock 25 s ahead, its CUDA error taken for the root before its GSP Xid 119",
-    "sim/matrix-0049/0": "confident: raw dmesg (no wall clock): the libnccl segfault is untimed, the node that went silent is blamed as a node failure",
-    "sim/matrix-0081/0": "confident: raw dmesg: the hung-task panic is untimed, the node that went silent is blamed as a node failure",
-    "sim/matrix-0016/0": "raw dmesg: the untimed Xid 79 and the peers' socket resets naming the same node stay ambiguous",
-    "sim/matrix-0025/0": "raw dmesg: the untimed GSP Xid and the peers' resets naming the same node stay ambiguous",
-    "sim/matrix-0037/0": "raw dmesg: the untimed mlx5 health error on one node and the peers' errors stay ambiguous across both nodes",
-    "sim/matrix-0108/0": "the DeepSpeed exception and the peers' socket resets naming its node stay ambiguous",
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
