@@ -21,8 +21,8 @@ from pathlib import Path
 from firstfault.rules_sql.rendered_cases import first_rendered
 from firstfault.synthetic.logwriters import Scenario, write_attempt
 from firstfault.synthetic.simulate import (
-    CLUSTER, FAULTS, GPU_MODELS, T0, _build, _noise, _peers_fail_towards, _socket_resets, catalogue_roots, place_catalogue_root,
-    silence,
+    CLUSTER, FAULTS, GPU_MODELS, T0, TRAINS_UNTIL_THE_END, _build, _noise, _peers_fail_towards, _socket_resets, catalogue_roots,
+    line_times, place_catalogue_root, silence,
 )
 from firstfault.transforms.messages import Example, Message, load_catalogue
 
@@ -126,18 +126,17 @@ def _write_case(out: Path, i: int, row: dict, rng: random.Random) -> dict:
     s.silent_after = {}
     if row["survived"] == "cable_flap":
         cable_flap(s, second, start + timedelta(minutes=10))
-    before = _entries(s)
+    before = line_times(s)
     if kind.startswith("catalogue:"):
         m, x = catalogue_kinds()[kind]
         culprits, _, over = place_catalogue_root(s, rng, m, x, culprit, start + timedelta(minutes=70), rng.randrange(500, 90000))
     else:
         culprits, _, over = _build(kind, s, rng, gpu_model, culprit, second if kind == "ambiguous" else None)
-    fault_at = min((t for t in _entries(s) - before), default=None)
+    fault_at = min(line_times(s) - before, default=None)
     if row["symptoms"] != "cascade" and fault_at is not None:
         reporters = _witnesses([n for n in nodes if n != culprit], row["witnesses"])
         (_peers_fail_towards if row["symptoms"] == "peer_completion" else _socket_resets)(s, rng, culprit, fault_at + timedelta(seconds=3), reporters)
-    failed = kind not in ("success", "time_limit", "cancelled", "preemption")
-    _noise(s, rng, 40, trains_to_end=kind == "time_limit", progress_until=fault_at if failed else None)
+    _noise(s, rng, 40, trains_to_end=kind == "time_limit", progress_until=None if kind in TRAINS_UNTIL_THE_END else fault_at)
     silence(s)
     if kind == "success":
         over = {"state": "COMPLETED", "exit_code": "0:0"}
@@ -149,11 +148,6 @@ def _write_case(out: Path, i: int, row: dict, rng: random.Random) -> dict:
     return {"attempt_id": f"{CLUSTER}/{s.name}/0", "spec": str(folder.relative_to(out) / "attempt.yaml"), "kind": kind,
             "verdict": verdict, "domain": domain, "subdomain": subdomain, "culprit_nodes": culprits,
             "attributable": attributable, "case": row}
-
-
-def _entries(s: Scenario) -> set[datetime]:
-    """Every line time written so far (a set: what a step adds is the difference)."""
-    return {t for t, _ in s.app} | {t for lines in s.kernel.values() for t, _ in lines}
 
 
 def _witnesses(peers: list[str], share: str) -> list[str]:

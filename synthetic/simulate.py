@@ -384,6 +384,15 @@ def _build_real_shape(kind: str, s: Scenario, rng: random.Random, culprit: str, 
     return [culprit], roots, {}
 
 
+#: the kinds whose job trains on until the scheduler ends it or it completes: progress markers run to the end
+TRAINS_UNTIL_THE_END = frozenset({"success", "time_limit", "cancelled", "preemption"})
+
+
+def line_times(s: Scenario) -> set[datetime]:
+    """Every line time written so far (a set: what a step adds is the difference)."""
+    return {t for t, _ in s.app} | {t for lines in s.kernel.values() for t, _ in lines}
+
+
 def _noise(s: Scenario, rng: random.Random, lines: int, trains_to_end: bool, progress_until: datetime | None = None) -> None:
     """INFO chatter, training progress, correctable AER and benign mlx5 lines. Progress markers are spread evenly over
     the run, the last one a step before the end; `trains_to_end` (a job stopped while still training) adds one a
@@ -569,10 +578,13 @@ def _write_attempt(out: Path, job: Job, attempt: int, kind: str, culprit: str, s
     if rng.random() < 0.05:  # occasionally one node's clock is well off
         s.skew[rng.choice(job.nodes)] = rng.choice((-1, 1)) * rng.uniform(5, 30)
     s.silent_after = {}
+    before = line_times(s)
     culprits, roots, over = _build(kind, s, rng, job.gpu_model, culprit, second)
+    # a failed job makes no progress after its fault's first line
+    fault_at = None if kind in TRAINS_UNTIL_THE_END else min(line_times(s) - before, default=None)
     if kind == "success":
         over = {"state": "COMPLETED", "exit_code": "0:0"}
-    _noise(s, rng, rng.randint(*lines), trains_to_end=kind == "time_limit")
+    _noise(s, rng, rng.randint(*lines), trains_to_end=kind == "time_limit", progress_until=fault_at)
     if padding.app_bytes > 0:
         _pad(s, pad_rng, padding.app_bytes)
     if padding.kernel_bytes > 0:
