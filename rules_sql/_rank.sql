@@ -4,11 +4,6 @@
 -- temp tables root_hits, attempt_skew, causes, ranked_causes, outcome (the verdict), chosen (the causes it stands on),
 -- symptom_rows and evidence_rows, which _confidence.sql, _verdict.sql and _action.sql turn into verdict rows.
 
--- A time on the attempt's consensus clock: corrected by the measured offset of the clock it was read on (event_clock,
--- DESIGN §4.2).
-CREATE OR REPLACE TEMP MACRO consensus_ts(ts, offset_s) AS ts - to_microseconds(CAST(coalesce(offset_s, 0) * 1e6 AS BIGINT));
--- Whether a line carries a stamp of its own (an inherited stamp is only a lower bound of when it was printed).
-CREATE OR REPLACE TEMP MACRO own_stamp(ts, quality) AS ts IS NOT NULL AND coalesce(quality, '') NOT IN ('inherited', 'none', 'monotonic');
 -- Whether a hit or an event is of a chain side's class: domain, subdomain, kind, codes and texts each match or are
 -- left open (null).
 CREATE OR REPLACE TEMP MACRO chain_side_matches(domain, subdomain, kind, codes, texts, x_domain, x_subdomain, x_kind, x_code, x_text) AS
@@ -32,11 +27,18 @@ CREATE OR REPLACE TEMP TABLE chain_facts AS
 SELECT h.attempt_id, h.rule_id, h.event_id, h.domain, h.subdomain, h.culprit_node, e.kind, e.code, e.code_text,
        coalesce(h.culprit_node, e.node) AS node, coalesce(h.gpu, e.gpu) AS gpu, coalesce(h.culprit_rank, e.rank) AS rank,
        e.device, e.peer_node, e.uri, e.line, consensus_ts(h.ts, k.offset_s) AS ts,
-       h.ts IS NOT NULL AND (e.event_id IS NULL OR own_stamp(e.ts, e.ts_quality)) AS own_stamp
+       h.ts IS NOT NULL AND (e.event_id IS NULL OR own_stamp(e.ts, e.ts_quality)) AS own_stamp,
+       e.ts_quality, k.next_own_ts
 FROM rule_hits h
 LEFT JOIN events e USING (attempt_id, event_id)
 LEFT JOIN event_clock k USING (attempt_id, event_id)
 WHERE h.role = 'root';
+
+-- Each fact's time as an interval [ts_lo, ts_hi] (null: unbounded): an own stamp (and the scheduler's time) is a point;
+-- an inherited stamp lies between the stamp it copies and the next own stamp of its file; a line without one is
+-- bounded above by that next stamp only.
+CREATE OR REPLACE TEMP MACRO interval_lo(ts, own, quality) AS CASE WHEN own OR quality = 'inherited' THEN ts END;
+CREATE OR REPLACE TEMP MACRO interval_hi(ts, own, next_own_ts) AS CASE WHEN own THEN ts ELSE next_own_ts END;
 
 -- Every (effect hit, chain, cause) inside the chain's scope and window. A cause is a root hit of the cause's class, or,
 -- for a cause given by event kind alone, any event of that kind whatever role its rules gave it (`went_silent`: the
@@ -48,27 +50,31 @@ WHERE h.role = 'root';
 -- when training progressed after it.
 CREATE OR REPLACE TEMP TABLE chain_links AS
 WITH effects AS (
-    SELECT c.id AS chain_id, c.scope, c.before_s, c.after_s, c.unstamped, c.relation, f.*
+    SELECT c.id AS chain_id, c.scope, c.before_s, c.after_s, c.unstamped, c.relation, f.*,
+           interval_lo(f.ts, f.own_stamp, f.ts_quality) AS ts_lo, interval_hi(f.ts, f.own_stamp, f.next_own_ts) AS ts_hi
     FROM chain_facts f
     JOIN causal_chains c ON chain_side_matches(c.effect_domain, c.effect_subdomain, c.effect_kind, c.effect_codes, c.effect_texts,
                                                f.domain, f.subdomain, f.kind, f.code, f.code_text)
 ),
 causes AS (
-    SELECT c.id AS chain_id, f.attempt_id, f.event_id, f.kind, f.node, f.gpu, f.rank, f.device, f.ts, f.own_stamp, f.uri, f.line
+    SELECT c.id AS chain_id, f.attempt_id, f.event_id, f.kind, f.node, f.gpu, f.rank, f.device, f.ts, f.own_stamp, f.uri, f.line,
+           interval_lo(f.ts, f.own_stamp, f.ts_quality) AS ts_lo, interval_hi(f.ts, f.own_stamp, f.next_own_ts) AS ts_hi
     FROM chain_facts f
     JOIN causal_chains c ON c.cause_domain IS NOT NULL
      AND chain_side_matches(c.cause_domain, c.cause_subdomain, c.cause_kind, c.cause_codes, c.cause_texts,
                             f.domain, f.subdomain, f.kind, f.code, f.code_text)
     UNION ALL
     SELECT c.id, e.attempt_id, e.event_id, e.kind, e.node, e.gpu, e.rank, e.device, consensus_ts(e.ts, k.offset_s),
-           own_stamp(e.ts, e.ts_quality), e.uri, e.line
+           own_stamp(e.ts, e.ts_quality), e.uri, e.line,
+           interval_lo(consensus_ts(e.ts, k.offset_s), own_stamp(e.ts, e.ts_quality), e.ts_quality),
+           interval_hi(consensus_ts(e.ts, k.offset_s), own_stamp(e.ts, e.ts_quality), k.next_own_ts)
     FROM events e
     JOIN causal_chains c ON c.cause_domain IS NULL
      AND chain_side_matches(NULL, NULL, c.cause_kind, c.cause_codes, c.cause_texts, NULL, NULL, e.kind, e.code, e.code_text)
     LEFT JOIN event_clock k USING (attempt_id, event_id)
     UNION ALL
     SELECT c.id, s.attempt_id, NULL, 'went_silent', s.node, NULL, NULL, NULL, consensus_ts(s.last_ts, k.offset_s),
-           s.last_ts IS NOT NULL, NULL, NULL
+           s.last_ts IS NOT NULL, NULL, NULL, consensus_ts(s.last_ts, k.offset_s), consensus_ts(s.last_ts, k.offset_s)
     FROM silent_first_node s
     JOIN causal_chains c ON c.cause_domain IS NULL AND c.cause_kind = 'went_silent'
     LEFT JOIN node_skew k ON k.attempt_id = s.attempt_id AND k.node = s.node
@@ -91,9 +97,11 @@ linked AS (
               WHEN x.unstamped = 'after_stamped' AND c.own_stamp AND NOT x.own_stamp THEN true
               -- a cause of unknown time (an unanchored dmesg line) may have come first: the report of it decides
               WHEN x.unstamped = 'after_stamped' AND c.ts IS NULL AND c.event_id IS NOT NULL THEN true
+              -- two intervals: some time of each puts the effect inside the window (lines of one file keep their order)
               WHEN x.ts IS NOT NULL AND c.ts IS NOT NULL THEN
-                  epoch_us(x.ts) - epoch_us(c.ts) >= x.before_s * 1e6
-                  AND (x.after_s IS NULL OR epoch_us(x.ts) - epoch_us(c.ts) <= x.after_s * 1e6)
+                  (x.ts_hi IS NULL OR epoch_us(x.ts_hi) - epoch_us(c.ts_lo) >= x.before_s * 1e6)
+                  AND (x.after_s IS NULL OR c.ts_hi IS NULL OR epoch_us(x.ts_lo) - epoch_us(c.ts_hi) <= x.after_s * 1e6)
+                  AND (x.uri IS DISTINCT FROM c.uri OR (x.own_stamp AND c.own_stamp) OR c.line < x.line)
               WHEN x.uri = c.uri THEN c.line < x.line
               ELSE x.unstamped = 'any'
           END

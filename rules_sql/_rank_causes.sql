@@ -13,7 +13,8 @@
 CREATE OR REPLACE TEMP TABLE root_hits AS
 WITH roots AS (
     SELECT h.* REPLACE (consensus_ts(h.ts, k.offset_s) AS ts),
-           h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, e.ts_quality, e.uri, e.line, e.severity
+           h.ts AS raw_ts, e.source, e.kind, e.code, e.node AS event_node, e.ts_quality, e.uri, e.line, e.severity,
+           k.next_own_ts
     FROM rule_hits h
     LEFT JOIN events e USING (attempt_id, event_id)
     LEFT JOIN event_clock k USING (attempt_id, event_id)
@@ -24,13 +25,11 @@ stamped AS (
            r.event_id IS NOT NULL AND r.ts IS NOT NULL AND r.ts_quality = 'inherited' AS inherited
     FROM roots r
 )
-SELECT s.* EXCLUDE (inherited),
+SELECT s.* EXCLUDE (inherited, next_own_ts),
        coalesce(s.culprit_node, min(s.culprit_node) OVER (PARTITION BY s.attempt_id, s.domain, s.subdomain), '') AS cause_node,
        CASE WHEN s.own OR s.inherited THEN s.ts END AS ts_lo,
        CASE WHEN s.own OR s.event_id IS NULL THEN s.ts
-            WHEN s.inherited OR s.ts IS NULL THEN
-                (SELECT min(consensus_ts(n.ts, k.offset_s)) FROM events n LEFT JOIN event_clock k USING (attempt_id, event_id)
-                 WHERE n.attempt_id = s.attempt_id AND n.uri = s.uri AND n.line > s.line AND own_stamp(n.ts, n.ts_quality))
+            ELSE s.next_own_ts
        END AS ts_hi,
        list_contains((SELECT list(severity) FROM advisory_severities), s.severity) AS advisory
 FROM stamped s;

@@ -107,6 +107,12 @@ SELECT d.attempt_id, d.node,
 FROM deltas d CROSS JOIN params p
 GROUP BY d.attempt_id, d.node, p.skew_tolerance_s;
 
+-- A time on the attempt's consensus clock: corrected by the measured offset of the clock it was read on (event_clock,
+-- DESIGN §4.2).
+CREATE OR REPLACE TEMP MACRO consensus_ts(ts, offset_s) AS ts - to_microseconds(CAST(coalesce(offset_s, 0) * 1e6 AS BIGINT));
+-- Whether a line carries a stamp of its own (an inherited stamp is only a lower bound of when it was printed).
+CREATE OR REPLACE TEMP MACRO own_stamp(ts, quality) AS ts IS NOT NULL AND coalesce(quality, '') NOT IN ('inherited', 'none', 'monotonic');
+
 -- The clock each event's stamp was read on, as that clock's offset from the consensus (node_skew): an own stamp is
 -- read on its node's clock; an inherited stamp is copied from an earlier line of its file, so it is read on the clock
 -- of the node that writes the file when one node does (every own-stamped event and progress marker of the file is
@@ -116,18 +122,28 @@ WITH file_clock AS (
     SELECT attempt_id, uri, min(node) AS node
     FROM (
         SELECT attempt_id, uri, node FROM events
-        WHERE uri IS NOT NULL AND node IS NOT NULL AND ts IS NOT NULL AND ts_quality NOT IN ('inherited', 'none', 'monotonic')
+        WHERE uri IS NOT NULL AND node IS NOT NULL AND own_stamp(ts, ts_quality)
         UNION ALL
         SELECT attempt_id, uri, node FROM progress_window WHERE uri IS NOT NULL AND node IS NOT NULL
     )
     GROUP BY ALL
     HAVING count(DISTINCT node) = 1
+),
+clocked AS (
+    SELECT e.attempt_id, e.event_id, e.uri, e.line, k.offset_s, own_stamp(e.ts, e.ts_quality) AS own,
+           consensus_ts(e.ts, k.offset_s) AS consensus
+    FROM events e
+    LEFT JOIN file_clock f ON f.attempt_id = e.attempt_id AND f.uri = e.uri
+    LEFT JOIN node_skew k ON k.attempt_id = e.attempt_id
+     AND k.node = CASE WHEN e.ts_quality = 'inherited' THEN f.node ELSE e.node END
 )
-SELECT e.attempt_id, e.event_id, k.offset_s
-FROM events e
-LEFT JOIN file_clock f ON f.attempt_id = e.attempt_id AND f.uri = e.uri
-LEFT JOIN node_skew k ON k.attempt_id = e.attempt_id
- AND k.node = CASE WHEN e.ts_quality = 'inherited' THEN f.node ELSE e.node END;
+-- next_own_ts: the earliest own stamp of a later line of the same file, on the consensus clock (the upper bound of a
+-- line without a stamp of its own)
+SELECT attempt_id, event_id, offset_s,
+       CASE WHEN uri IS NOT NULL THEN min(CASE WHEN own THEN consensus END)
+                                      OVER (PARTITION BY attempt_id, uri ORDER BY line RANGE BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
+       END AS next_own_ts
+FROM clocked;
 
 -- When each node of an attempt was last heard of: its latest own-stamped event or progress marker (an inherited stamp
 -- belongs to another line). The node that went silent first (DESIGN §4.2) is the one whose last sign of life is earlier

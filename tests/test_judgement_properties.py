@@ -106,8 +106,6 @@ def test_a_fault_the_job_survived_never_changes_the_verdict(spec, minutes):
     assert survived == base
 
 
-@pytest.mark.xfail(strict=True, reason="issue #34, time as an interval: the later fault's CUDA error inherits the stamp of "
-                   "the last iteration line, minutes before the earlier Xid 79, and the two stay ambiguous")
 @EXAMPLES
 @given(attempts(), st.integers(5, 40))
 def test_an_earlier_independent_fatal_fault_becomes_the_root(spec, minutes):
