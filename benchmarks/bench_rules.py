@@ -51,7 +51,7 @@ def main() -> None:
     con.register("attempts_raw", tables["context"])
     started = time.perf_counter()
     con.execute("CREATE OR REPLACE TEMP TABLE attempts AS SELECT *, strftime(start_ts, '%Y-%m-%d') AS day FROM attempts_raw")
-    register_reference(con, config.attribution, rules_version(rules))
+    register_reference(con, config.attribution, rules_version(rules, config.attribution))
     run_rules(con, rules)
     verdicts = con.execute("SELECT verdict, count(*) FROM verdict_rows GROUP BY ALL ORDER BY ALL").fetchall()
     elapsed = time.perf_counter() - started

@@ -44,7 +44,7 @@ class RuleSet:
 def load_rule_set(config: Config) -> RuleSet:
     """The built-in rules, then the config's `[rules] dirs`."""
     rules = load_rules([Path(d) for d in config.rules.dirs])
-    return RuleSet(rules, rules_version(rules, [Path(d) for d in config.patterns.dirs]))
+    return RuleSet(rules, rules_version(rules, config.attribution, [Path(d) for d in config.patterns.dirs]))
 
 
 @dataclass

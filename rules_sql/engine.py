@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import importlib.util
 import re
 from collections.abc import Callable, Sequence
@@ -188,7 +189,10 @@ def load_rules(extra_dirs: Sequence[Path] = ()) -> list[Rule]:
     return rules
 
 
-def rules_version(rules: Sequence[Rule], pattern_dirs: Sequence[Path] = ()) -> str:
+def rules_version(rules: Sequence[Rule], settings: AttributionSettings, pattern_dirs: Sequence[Path] = ()) -> str:
+    """What decides a verdict besides the attempt's own input: the rule, view and ranking files, the patterns, the
+    message and Xid catalogues, the chains, and the [attribution] settings (new thresholds are a new judgement: the
+    nightly attributes every attempt again)."""
     digest = hashlib.sha256()
     scripts = [builtin_rules_dir() / name for name in (VIEWS_SCRIPT, *RANKING_SCRIPTS)]
     files = [r.path for r in rules] + scripts + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path(), chains_path()]
@@ -196,6 +200,7 @@ def rules_version(rules: Sequence[Rule], pattern_dirs: Sequence[Path] = ()) -> s
     files += sorted(catalogue_dir().glob("*.yaml"))  # exception_symptoms comes from the message catalogue
     for path in sorted(files, key=lambda p: (p.name, str(p))):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(json.dumps(asdict(settings), sort_keys=True).encode())
     return digest.hexdigest()[:12]
 
 

@@ -1,6 +1,7 @@
 """The nightly run: discovery by end date, sharding, incremental skips, failure isolation, --force, the flow."""
 import contextlib
 import shutil
+from dataclasses import replace
 from datetime import date
 
 import duckdb
@@ -289,3 +290,16 @@ def test_a_shard_builds_its_lake_once_for_landing_the_rule_pass_and_its_results(
     monkeypatch.setattr("firstfault.nightly.run_shard", counted_shard)
     assert run_nightly(config, DAY, str(catalog), shards=2)["attributed"] == 2
     assert per_shard == [1, 1]
+
+
+def test_new_attribution_settings_attribute_every_attempt_again(tmp_path):
+    """rules_version covers the [attribution] settings: after a threshold changes, the nightly skips nothing."""
+    catalog = make_catalog(tmp_path, ["headline", "success"])
+    config = config_for(tmp_path)
+    assert run_nightly(config, DAY, str(catalog))["attributed"] == 2
+    assert run_nightly(config, DAY, str(catalog))["skipped"] == 2
+    stricter = replace(config, attribution=replace(config.attribution, ambiguity_margin=0.2))
+    again = run_nightly(stricter, DAY, str(catalog))
+    assert (again["skipped"], again["attributed"]) == (0, 2)
+    versions = query(config.warehouse.path, "SELECT DISTINCT rules_version FROM runs")
+    assert len(versions) == 2
