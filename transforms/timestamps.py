@@ -231,7 +231,7 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
         .when(pl.col("_form") == _MINUTE_STAMP).then(pl.lit(0.0))
     )  # fmt: skip
     # Stages materialise values used several times: polars would compute a repeated expression again.
-    return (
+    lf = (
         lf.with_columns(_hm_time=pl.col("_hm_time") + ":00", **window)  # minute resolution
         .with_columns(_form=pl.coalesce(*read_form, _winning_form(forms)))
         .with_columns(**{f"_w_{part}": _part_of_winner(part, forms) for part in _PARTS})
@@ -264,6 +264,26 @@ def parse_timestamps(lf: pl.LazyFrame, *, tz: str, window_start: datetime | pl.E
         )
         .drop(*_INTERNAL_COLUMNS, *STAMP_COLUMNS, *READ_COLUMNS, *window, strict=False)
     )
+    seconds_since_boot = present is None or not {"_mono", "_kmsg_us", READ_MONO}.isdisjoint(present)
+    return _kernel_wall_records(lf) if seconds_since_boot else lf
+
+
+# The kernel's own records of wall time, in a log stamped with seconds since boot only (raw dmesg): an audit record's
+# `audit(<epoch>.<ms>:<serial>)` and the RTC driver's `setting system clock to … UTC (<epoch>)` at boot (kernel/audit.c
+# audit_log_start, drivers/rtc/class.c rtc_hctosys).
+_AUDIT_EPOCH = r"audit\((\d{9,10}\.\d{3}):\d+\)"
+_RTC_EPOCH = r"setting system clock to \S+ UTC \((\d{9,10})\)"
+
+
+def _kernel_wall_records(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Give such a record's line the wall time it prints, when it has none but seconds since boot: ``anchor_files``
+    then infers its boot's time from it and dates every other line of that boot (``boot_anchored``)."""
+    epoch = pl.coalesce(pl.col("msg").str.extract(_AUDIT_EPOCH, 1), pl.col("msg").str.extract(_RTC_EPOCH, 1)).cast(pl.Float64, strict=False)
+    recorded = pl.col("ts").is_null() & pl.col("mono_s").is_not_null() & pl.col("_epoch").is_not_null()
+    return lf.with_columns(_epoch=epoch).with_columns(
+        ts=pl.when(recorded).then(pl.from_epoch((pl.col("_epoch") * _US_PER_SECOND).cast(pl.Int64), time_unit="us")).otherwise(pl.col("ts")),
+        ts_quality=pl.when(recorded).then(pl.lit("exact")).otherwise(pl.col("ts_quality")),
+    ).drop("_epoch")
 
 
 @dataclass

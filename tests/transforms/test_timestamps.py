@@ -378,3 +378,29 @@ def test_anchor_files_gives_each_file_what_anchoring_it_alone_gives():
         got, clocks = anchor_files(pl.concat(frames), clocks)
         assert got.to_dicts() == pl.concat(expected).to_dicts()
         assert clocks == alone
+
+
+# the epoch an audit record or the RTC at boot prints, 1,000 s after a boot at 2025-05-18 19:01:00 UTC
+BOOT_2025 = datetime(2025, 5, 18, 19, 1)
+EPOCH_AT_1000 = int((BOOT_2025.replace(tzinfo=timezone.utc) + timedelta(seconds=1000)).timestamp())
+
+
+@pytest.mark.parametrize("record", [
+    f'[ 1000.000000] audit: type=1400 audit({EPOCH_AT_1000}.000:57): apparmor="STATUS" operation="profile_load" name="x" pid=1 comm="apparmor_parser"',
+    f"[ 1000.000000] rtc_cmos 00:01: setting system clock to 2025-05-18T19:17:40 UTC ({EPOCH_AT_1000})",
+])
+def test_raw_dmesg_is_anchored_by_the_kernels_own_wall_time_records(record):
+    frame, clock = anchored([record, "[ 1500.250000] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."], FileClock())
+    assert clock.boot_time == BOOT_2025
+    assert frame.get_column("ts").to_list() == [BOOT_2025 + timedelta(seconds=1000), BOOT_2025 + timedelta(seconds=1500.25)]
+    assert frame.get_column("ts_quality").to_list() == ["exact", "boot_anchored"]
+
+
+@pytest.mark.parametrize("record", [
+    f"audit: type=1400 audit({EPOCH_AT_1000}.000:57): no seconds since boot on this line",  # nothing to anchor
+    "[ 1000.000000] audit: type=1400 audit(17.000:57): an epoch too short to be one",
+    f"[ 1000.000000] rtc_cmos 00:01: setting system clock to 2025-05-18T19:17:40 ({EPOCH_AT_1000})",  # not the RTC's words
+])
+def test_near_misses_of_the_kernels_wall_time_records_anchor_nothing(record):
+    frame, clock = anchored([record, "[ 1500.250000] NVRM: Xid 79"], FileClock())
+    assert clock.boot_time is None and frame.get_column("ts_quality").to_list()[1] == "monotonic"
