@@ -63,7 +63,7 @@ from firstfault.transforms.extract import (
 from firstfault.transforms.attempt_context import context_table, logged_gpu_models
 from firstfault.transforms.fixed_formats import detect_format, sample_lines
 from firstfault.transforms.flight_recorder_events import flight_recorder_events
-from firstfault.transforms.lines import LineStats, looks_binary, split_chunks
+from firstfault.transforms.lines import LineStats, is_binary_file, split_chunks
 from firstfault.transforms.metric_events import metric_events
 from firstfault.transforms.multiline import MULTILINE_TRIGGERS, or_entry_header
 from firstfault.transforms.normalize import normalize_lines
@@ -343,7 +343,8 @@ def _add_part(landed: _FilesLanded, position: int, uri: str, part: _FilesLanded)
     for key in ("rows", "lines_malformed", "lines_binary", "lines_truncated", "lines_skipped"):
         report[key] += part.reports[0][0][key]
     if report["status"] == "ok":
-        report["reason"] = _line_notes(report["lines_malformed"], report["lines_binary"], report["lines_truncated"])
+        report["reason"] = _line_notes(report["lines_malformed"], report["lines_binary"], report["lines_truncated"],
+                                       report["lines_skipped"])
     if part.reports[0][0]["status"] == "error" and report["status"] != "error":
         report["status"], report["reason"] = "error", part.reports[0][0]["reason"]
 
@@ -474,7 +475,7 @@ class _Piece:
     last: bool = False
     error: str | None = None
     format: str | None = None  # of the file, detected on its first chunk (fixed_formats.py)
-    binary: bool = False  # of the file, judged on its first chunk (transforms/lines.py looks_binary)
+    binary: bool = False  # of the file, judged on its first chunk (transforms/lines.py is_binary_file)
 
 
 @dataclass
@@ -482,7 +483,7 @@ class _FileState:
     clock: FileClock
     stats: LineStats = field(default_factory=LineStats)
     rows: int = 0
-    skipped: int = 0  # lines not landed because the file is binary
+    skipped: int = 0  # lines not landed: binary junk, or every line of a binary file
     status: str = "ok"
     reason: str | None = None
 
@@ -515,6 +516,7 @@ def _landed_units(items: list[_LogsLanded], files: list[tuple[int, int, LogFile]
                 if state.status == "skipped":
                     state.skipped += stats.lines
                 else:
+                    state.skipped += stats.junk
                     kept.append(position)
         if frame.height and len(kept) < len(unit):
             frame = frame.filter(pl.col("_piece").is_in(kept))
@@ -548,13 +550,14 @@ def _file_report(ctx, log_file: LogFile, state: _FileState) -> dict:
         status, reason = "empty", "no lines"
     stats = state.stats
     if status == "ok":
-        reason = _line_notes(stats.malformed, stats.binary, stats.truncated) or reason
+        reason = _line_notes(stats.malformed, stats.binary, stats.truncated, state.skipped) or reason
     return _report(ctx, "local_files", log_file.source, log_file.uri, status, state.rows, reason, _safe_fingerprint(log_file.uri), stats,
                    state.skipped)
 
 
-def _line_notes(malformed: int, binary: int, truncated: int) -> str | None:
-    notes = [f"{k} lines {v}" for k, v in (("malformed", malformed), ("binary", binary), ("truncated", truncated)) if v]
+def _line_notes(malformed: int, binary: int, truncated: int, skipped: int) -> str | None:
+    notes = [f"{k} lines {v}" for k, v in (("malformed", malformed), ("binary", binary), ("truncated", truncated),
+                                            ("skipped", skipped)) if v]
     return "; ".join(notes) or None
 
 
@@ -570,7 +573,7 @@ def _pieces(files: list[tuple[int, int, LogFile]], settings: LandingSettings):
                     previous.lines = first_line - previous.first_line
                     yield previous
                 file_format = detect_format(sample_lines(chunk)) if previous is None else previous.format
-                binary = looks_binary(chunk) if previous is None else previous.binary
+                binary = is_binary_file(chunk) if previous is None else previous.binary
                 previous = _Piece(index, log_file, chunk, first_line, cut_bytes, first=previous is None, format=file_format,
                                   binary=binary)
         except (OSError, EOFError, ValueError) as e:

@@ -1,14 +1,17 @@
 """Text or binary: NUL bytes are stripped before a log is judged (a power loss leaves NUL runs in a kernel log), a
 file is binary only when more than 10 % of the rest of its first 64 KiB is control bytes (other than TAB, CR, LF, FF
-and ESC) or invalid UTF-8, and a UTF-16 log with a byte order mark is decoded."""
+and ESC) or invalid UTF-8 and either it starts with a binary format's signature or its first chunk has no text line
+of 16 characters, and a UTF-16 log with a byte order mark is decoded."""
+import gzip
 import json
 import os
+import random
 
 import pytest
 import yaml
 
 from firstfault.cli import main
-from firstfault.transforms.lines import looks_binary, split_lines
+from firstfault.transforms.lines import is_binary_file, looks_binary, split_lines
 
 XID = "Nov 29 01:10:02 node-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
 OTHER = "Nov 29 01:09:00 node-01 kernel: eth0: link up\n"
@@ -41,10 +44,38 @@ def test_text_logs_keep_their_xid(tmp_path, capsys, name, data):
     assert xids == 1 and report["status"] == "ok", (name, report)
 
 
-def test_a_binary_file_is_skipped(tmp_path, capsys):
-    data = bytes(range(1, 32)) * 2000 + XID.encode()
+# garbage without a text line: random bytes whose lines are at most 15 characters of text or hold control bytes
+GARBAGE = bytes(random.Random(7).choices(b"\x00\x01\x02\x7f\xfe\xffab\n", k=32 << 10))
+# a program (or its core dump) holds readable lines: its help text
+PROGRAM = b"\x7fELF\x02\x01\x01\x00" + GARBAGE[:4096] + b"\nUsage: trainer [OPTION]... run one training step\n" + GARBAGE[:4096]
+
+
+@pytest.mark.parametrize("name, data", [
+    ("garbage without a text line, then a line glued to garbage", GARBAGE + XID.encode()),
+    ("a program with an Xid in its help text", PROGRAM + XID.encode()),
+    ("a gzip without its extension", gzip.compress((OTHER + XID).encode() * 100)),
+])
+def test_a_binary_file_is_skipped(tmp_path, capsys, name, data):
     xids, report = attribute_xids(tmp_path, capsys, data)
-    assert xids == 0 and report["status"] == "skipped" and report["reason"] == "binary content, not a text log"
+    assert xids == 0 and report["status"] == "skipped" and report["reason"] == "binary content, not a text log", name
+
+
+@pytest.mark.parametrize("name, data", [
+    ("garbage, then the Xid on a line of its own", GARBAGE + b"\n" + XID.encode()),
+    ("a text line, then a program", OTHER.encode() + PROGRAM + b"\n" + XID.encode()),
+])
+def test_a_text_log_with_binary_in_it_keeps_its_xid(tmp_path, capsys, name, data):
+    xids, report = attribute_xids(tmp_path, capsys, data)
+    assert xids == 1 and report["status"] == "ok" and "skipped lines" in report["reason"], (name, report)
+
+
+def test_one_text_line_of_16_characters_makes_a_file_text():
+    assert is_binary_file(GARBAGE + b"\n" + b"x" * 15 + b"\n")
+    assert not is_binary_file(GARBAGE + b"\n" + b"x" * 16 + b"\n")
+    assert not is_binary_file(GARBAGE + b"\n" + b"x" * 15 + b"\x01" + b"\n")  # 1 of 16 not text: within 10 %
+    assert is_binary_file(GARBAGE + b"\n" + b"x" * 15 + b"\x01\x01" + b"\n")  # 2 of 17: not a text line
+    assert is_binary_file(b"\x7fELF" + GARBAGE + b"\n" + b"x" * 100 + b"\n")  # a signature decides
+    assert not is_binary_file(b"\x7fELF" + b"x" * 100 + b"\n")  # unless the start does not look binary
 
 
 def test_the_binary_share_is_of_control_bytes_and_invalid_utf8_without_nuls():

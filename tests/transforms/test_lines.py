@@ -42,3 +42,17 @@ def test_a_mis_encoded_chunk_is_repaired_and_counted_on_its_own():
     frame, stats = split_chunks([b"good\n", b"bad \xff byte\n"], [1, 1], 100)
     assert frame.get_column("raw").to_list() == ["good", "bad \ufffd byte"]
     assert [s.malformed for s in stats] == [0, 1]
+
+
+def test_lines_of_binary_junk_are_dropped_and_counted_apart():
+    chunk = (b"text\n"
+             b"\x01\x02\xff\x00junk\n"  # control bytes, invalid UTF-8 and a NUL: junk, counted only as junk
+             b"caf\xe9 cr\xe8me\n"  # invalid UTF-8 alone is mis-encoded text: kept
+             b"\x00\x00\n"  # NULs alone: an empty line, kept
+             b"a tab\tan escape \x1b[0m and one bell\x07 in a long line\n")  # within 10 %: kept
+    frame, stats = split_lines(chunk, 1, 1000)
+    assert frame["line"].to_list() == [1, 3, 4, 5]
+    assert frame["raw"][1] == "caf\ufffd cr\ufffdme"
+    assert (stats.lines, stats.junk, stats.malformed, stats.binary, stats.truncated) == (5, 1, 1, 1, 0)
+    frame, stats = split_chunks([b"ok\n", b"\x01\x02\n\x03\n"], [1, 1], 100)
+    assert frame["raw"].to_list() == ["ok"] and [s.junk for s in stats] == [0, 2]
