@@ -54,6 +54,18 @@ class Spool:
     def outbox(self) -> Path:
         return self.root / "outbox"
 
+    def check_writable(self) -> None:
+        """Make the folders the worker writes if need be and write and remove a file in each; an OSError naming the
+        folder when one cannot be written. The file is a part (`.NAME.tmp`): removed once stale if this is cut short."""
+        for folder in (self.root, self.queue, self.outbox):
+            probe = folder / f".writable-{os.getpid()}.tmp"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                probe.write_bytes(b"")
+                probe.unlink()
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, str(folder)) from None
+
     def queued(self) -> list[Path]:
         """Queued files, oldest first (names start with the job id, so by time written)."""
         files = [p for p in self.queue.glob("*.json")] if self.queue.is_dir() else []

@@ -515,15 +515,23 @@ def _rules_coverage(args) -> int:
 
 def _epilog(args) -> int:
     """Never fails the epilog: whatever goes wrong is one line on stderr (slurmctld's log) and exit 0."""
+    from firstfault.connectors.slurm_epilog import QUEUE, queue_job
+
+    spool_dir = args.spool_dir
     try:
         from firstfault.config import load_config
-        from firstfault.connectors.slurm_epilog import queue_job
 
         settings = load_config(args.config).automation
-        queue_job(args.spool_dir or settings.spool_dir, os.environ, queue_all=settings.queue_all)
+        spool_dir = spool_dir or settings.spool_dir
+        queue_job(spool_dir, os.environ, queue_all=settings.queue_all)
     except Exception as e:
-        print(f"firstfault epilog: job {os.environ.get('SLURM_JOB_ID', '?')} not queued: {type(e).__name__}: {e}", file=sys.stderr)
+        refused = refused_by_file_system(e, os.path.join(spool_dir, QUEUE), _EPILOG_WHERE_TO) if isinstance(e, OSError) and spool_dir else None
+        print(f"firstfault epilog: job {os.environ.get('SLURM_JOB_ID', '?')} not queued: {refused or f'{type(e).__name__}: {e}'}",
+              file=sys.stderr)
     return 0
+
+
+_EPILOG_WHERE_TO = "make it writable by SlurmUser or set [automation] spool_dir (or --spool-dir) to a folder it can write"
 
 
 def _worker(args) -> int:

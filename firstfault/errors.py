@@ -20,10 +20,14 @@ def describe(e: BaseException) -> str:
 
 _REFUSED = (errno.EROFS, errno.EACCES, errno.EPERM)
 WHERE_TO = "make it writable by this user or choose another place (--lake, --warehouse, [automation] spool_dir)"
+# the spool and its outbox (<spool_dir>/outbox) are the worker's
+SPOOL_WHERE_TO = "make it writable by the worker's user or set [automation] spool_dir to a folder it can write"
 
 
-def refused_by_file_system(e: OSError) -> BadInput | None:
-    """A file-system refusal (a read-only mount, permissions) on a named path: the user's to fix, not a bug."""
-    if e.errno not in _REFUSED or not e.filename:
+def refused_by_file_system(e: OSError, path: object = None, where_to: str = WHERE_TO) -> BadInput | None:
+    """A file-system refusal (a read-only mount, permissions) on `path` (default: the one the error names): the
+    user's to fix, not a bug."""
+    path = path or e.filename
+    if e.errno not in _REFUSED or not path:
         return None
-    return BadInput(str(e.filename), None, f"{e.strerror}: {WHERE_TO}")
+    return BadInput(str(path), None, f"{e.strerror}: {where_to}")

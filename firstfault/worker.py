@@ -22,7 +22,7 @@ from firstfault.config import ActionSettings, Config
 from firstfault.connectors.registry import resolve_scheduler_specs
 from firstfault.connectors.static_context import load_static_context
 from firstfault.connectors.slurm_epilog import Spool, write_whole
-from firstfault.errors import BadInput
+from firstfault.errors import SPOOL_WHERE_TO, BadInput, refused_by_file_system
 from firstfault.ids import attempt_key
 from firstfault.run import load_rule_set, run_attempts
 from firstfault.warehouse.read import stored_verdicts
@@ -47,6 +47,10 @@ class Worker:
             raise BadInput("firstfault.toml", "slurm.enabled", "the worker attributes Slurm jobs: set [slurm] enabled = true")
         self.config = config
         self.spool = Spool(Path(config.automation.spool_dir))
+        try:  # before any work: never a loop of refusals
+            self.spool.check_writable()
+        except OSError as e:
+            raise refused_by_file_system(e, where_to=SPOOL_WHERE_TO) or e from None
         self.outbox = Outbox(self.spool.outbox)
         self.outbox.sinks(config)  # checks [automation] outputs and [actions] before any work
         check_settings(config.actions)
@@ -154,6 +158,8 @@ class Worker:
         try:
             write_whole(path, json.dumps({**job, "seen_at": now}), mtime_ns=path.stat().st_mtime_ns)
         except OSError as e:
+            if refused_by_file_system(e):  # a spool that turned read-only: stop, rather than fail again every pass
+                raise refused_by_file_system(e, self.spool.queue, SPOOL_WHERE_TO) from None
             log.warning("%s: not updated (%s); next try in the next pass", path.name, e)
             return False
         return True

@@ -18,7 +18,7 @@ from pathlib import Path
 from firstfault.config import Config
 from firstfault.connectors.http import ConnectorError, HttpClient
 from firstfault.connectors.slurm_epilog import write_whole
-from firstfault.errors import BadInput
+from firstfault.errors import SPOOL_WHERE_TO, BadInput, refused_by_file_system
 from firstfault.ids import attempt_key
 from firstfault.warehouse.outputs import parse_outputs, write_outputs
 from firstfault.warehouse.report import attempt_href
@@ -146,6 +146,9 @@ class Outbox:
                 else:
                     write_whole(path, text)
             except OSError as e:
+                refused = refused_by_file_system(e, self.folder, SPOOL_WHERE_TO)
+                if refused is not None:  # sent, but never removed: stop, rather than send it again every pass
+                    raise refused from None
                 log.warning("%s: not updated after its send (%s): it is tried again", path.name, e)
 
 
