@@ -16,8 +16,6 @@ import polars as pl
 import pyarrow as pa
 
 REPLACEMENT = "\ufffd".encode()
-# Past this many bad sequences a chunk is treated as binary junk and repaired in one go.
-_MAX_PATCHES = 4096
 # A file is binary when more than BINARY_SHARE of its first BINARY_HEAD_BYTES, NUL bytes left aside, are control bytes
 # other than these (TAB, LF, FF, CR, ESC: colour codes) or invalid UTF-8
 BINARY_HEAD_BYTES = 64 << 10
@@ -102,29 +100,14 @@ def _junk(raw: pl.Expr) -> pl.Expr:
 
 
 def repair_utf8(data: bytes) -> tuple[bytes, int]:
-    """Return valid UTF-8 and the number of replaced sequences; cheap when the input is already valid."""
+    """Return valid UTF-8 (each invalid sequence replaced by U+FFFD) and the number of sequences replaced; cheap when
+    the input is already valid, one decoding pass otherwise, however many sequences are bad."""
     try:
         data.decode("utf-8")
         return data, 0
-    except UnicodeDecodeError as first:
-        error = first
-    parts, pos, patches = [], 0, 0
-    while error is not None:
-        start = pos + error.start
-        parts.append(data[pos:start])
-        parts.append(REPLACEMENT)
-        pos = pos + error.end
-        patches += 1
-        if patches > _MAX_PATCHES:
-            rest = data[pos:].decode("utf-8", "replace").encode("utf-8")
-            return b"".join(parts) + rest, patches + rest.count(REPLACEMENT)
-        try:
-            data[pos:].decode("utf-8")
-            error = None
-        except UnicodeDecodeError as e:
-            error = e
-    parts.append(data[pos:])
-    return b"".join(parts), patches
+    except UnicodeDecodeError:
+        repaired = data.decode("utf-8", "replace").encode("utf-8")
+    return repaired, repaired.count(REPLACEMENT) - data.count(REPLACEMENT)
 
 
 def _line_array(buf: bytes) -> pa.LargeStringArray:
