@@ -55,9 +55,10 @@ class Spool:
         return self.root / "outbox"
 
     def check_writable(self) -> None:
-        """Make the folders the worker writes if need be and write and remove a file in each; an OSError naming the
-        folder when one cannot be written. The file is a part (`.NAME.tmp`): removed once stale if this is cut short."""
-        for folder in (self.root, self.queue, self.outbox):
+        """Write and remove a file in the spool and its outbox (made if need be) and in its queue when there is one
+        (never made here: the epilog makes it as SlurmUser, who must write in it); an OSError naming the folder that
+        cannot be written. The file is a part (`.NAME.tmp`): removed once stale if this is cut short."""
+        for folder in [self.root, self.outbox] + ([self.queue] if self.queue.is_dir() else []):
             probe = folder / f".writable-{os.getpid()}.tmp"
             try:
                 folder.mkdir(parents=True, exist_ok=True)

@@ -184,3 +184,9 @@ def test_the_epilog_names_a_read_only_spool_and_still_never_fails(tmp_path, caps
     err = capsys.readouterr().err
     assert err == (f"firstfault epilog: job 43 not queued: {tmp_path / 'spool' / 'queue'}: {os.strerror(errno.EROFS)}: "
                    "make it writable by SlurmUser or set [automation] spool_dir (or --spool-dir) to a folder it can write\n")
+
+
+def test_the_worker_leaves_making_the_queue_to_the_epilog(tmp_path):
+    # made by the worker's user, the queue would not be SlurmUser's to write in
+    Worker(load_config(str(worker_toml(tmp_path))))
+    assert sorted(p.name for p in (tmp_path / "spool").iterdir()) == ["outbox"]
