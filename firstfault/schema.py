@@ -154,6 +154,13 @@ HISTORY_COLUMNS = (
     "subdomain VARCHAR, culprit_nodes VARCHAR[], progress BIGINT, start_ts TIMESTAMP"
 )
 
+#: the `gpu_xid_history` relation: "application or GPU" Xids earlier attempts logged on the GPUs the attempts' own
+#: Xids name (`gpus`: how many GPUs of that attempt logged one)
+GPU_HISTORY_COLUMNS = (
+    "cluster VARCHAR, workload_id VARCHAR, attempt_id VARCHAR, node VARCHAR, gpu VARCHAR, ts TIMESTAMP, "
+    "end_ts TIMESTAMP, gpus BIGINT"
+)
+
 # --- warehouse ----------------------------------------------------------------------------------------------------
 
 #: the verdict object's keys, in order (docs/verdict.md)
@@ -196,6 +203,12 @@ def run_failure(attempt_id: str | None, spec_uri: str, stage: str, error: str) -
 def xid_catalog_path() -> Path:
     """The Xid catalog shipped with the package (warehouse `xid_catalog`; the rules read it too)."""
     return Path(str(resources.files("firstfault.warehouse") / "xid_catalog.csv"))
+
+
+def xid_spread_path() -> Path:
+    """The "application or GPU" Xids (the rules read it as xid_catalog.spread_subdomain): the hardware subdomain each
+    takes when it follows one GPU across workloads, with where that test comes from."""
+    return Path(str(resources.files("firstfault.warehouse") / "xid_spread.csv"))
 
 
 #: the fleet aggregates `fleet rebuild` replaces

@@ -6,6 +6,12 @@ CREATE TEMP TABLE IF NOT EXISTS history (
     attempt_id VARCHAR, workload_id VARCHAR, cluster VARCHAR, attempt BIGINT, verdict VARCHAR, domain VARCHAR,
     subdomain VARCHAR, culprit_nodes VARCHAR[], progress BIGINT, start_ts TIMESTAMP);
 
+-- "Application or GPU" Xids that earlier attempts logged on the GPUs this run's Xids name (xid_root.sql; the pipeline
+-- fills it from the warehouse, schema.GPU_HISTORY_COLUMNS); empty when not registered.
+CREATE TEMP TABLE IF NOT EXISTS gpu_xid_history (
+    cluster VARCHAR, workload_id VARCHAR, attempt_id VARCHAR, node VARCHAR, gpu VARCHAR, ts TIMESTAMP,
+    end_ts TIMESTAMP, gpus BIGINT);
+
 -- The root of an attempt (DESIGN §4.3): the same fingerprint on two attempts of a workload is the same root again.
 CREATE OR REPLACE TEMP MACRO root_fingerprint(domain, subdomain, nodes) AS
     concat_ws('|', domain, subdomain, array_to_string(list_sort(nodes), ','));

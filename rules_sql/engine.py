@@ -37,6 +37,7 @@ from firstfault.schema import (
     METRICS_SCHEMA,
     ROLES,
     xid_catalog_path,
+    xid_spread_path,
 )
 from firstfault.rules_sql.exception_symptoms import shipped_exception_symptoms
 from firstfault.rules_sql.selection import needed_rules
@@ -195,7 +196,7 @@ def rules_version(rules: Sequence[Rule], settings: AttributionSettings, pattern_
     nightly attributes every attempt again)."""
     digest = hashlib.sha256()
     scripts = [builtin_rules_dir() / name for name in (VIEWS_SCRIPT, *RANKING_SCRIPTS)]
-    files = [r.path for r in rules] + scripts + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path(), chains_path()]
+    files = [r.path for r in rules] + scripts + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path(), xid_spread_path(), chains_path()]
     files += [p for d in pattern_dirs for p in sorted(Path(d).glob("*.yaml"))]
     files += sorted(catalogue_dir().glob("*.yaml"))  # exception_symptoms comes from the message catalogue
     for path in sorted(files, key=lambda p: (p.name, str(p))):
@@ -212,7 +213,11 @@ def register_reference(con: duckdb.DuckDBPyConnection, settings: AttributionSett
         f"CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT * FROM read_csv('{xid_catalog_path().as_posix()}', header = true, "
         "all_varchar = true)"
     )
-    con.execute("CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT * REPLACE (CAST(code AS BIGINT) AS code) FROM xid_catalog")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT c.* REPLACE (CAST(c.code AS BIGINT) AS code), s.spread_subdomain "
+        f"FROM xid_catalog c LEFT JOIN read_csv('{xid_spread_path().as_posix()}', header = true, all_varchar = true) s "
+        "ON s.code = c.code"
+    )
     register_chains(con)
     values = asdict(settings)
     cols = ", ".join(f"CAST(? AS DOUBLE) AS {k}" for k in values)
