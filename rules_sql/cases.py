@@ -7,6 +7,7 @@ import glob
 import shutil
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -43,6 +44,7 @@ class Case:
     path: Path
     metrics: tuple[str, ...] = ()  # CSV lines (header first) -> metrics/all.csv
     history: tuple[dict, ...] = ()  # earlier attempts of the workload -> the `history` relation (DESIGN §4.3)
+    gpu_history: tuple[dict, ...] = ()  # other attempts' "application or GPU" Xids -> the `gpu_xid_history` relation
 
     @property
     def id(self) -> str:
@@ -87,10 +89,16 @@ def load_cases(folders: list[Path]) -> list[Case]:
                 history = c.get("history") or []
                 if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
                     raise BadInput(str(path), f"cases[{i}].history", "must be a list of mappings")
+                gpu_history = c.get("gpu_history") or []
+                if not isinstance(gpu_history, list) or not all(isinstance(h, dict) and {"workload_id", "node", "gpu", "ts"} <= h.keys()
+                                                                for h in gpu_history):
+                    raise BadInput(str(path), f"cases[{i}].gpu_history", "must be a list of mappings with workload_id, node, gpu and ts")
+                if gpu_history and "cluster" not in context:  # its GPUs' history is its own, not the other cases'
+                    context["cluster"] = f"{rule}.{c['name']}"
                 if history and "attempt" not in context:
                     context["attempt"] = len(history)
                 cases.append(Case(rule, c["name"], c["kind"], context, c.get("logs") or {}, c["expect"], path, tuple(c.get("metrics") or ()),
-                                  tuple(history)))
+                                  tuple(history), tuple(gpu_history)))
     seen: dict[str, Path] = {}
     for case in cases:
         if case.id in seen:
@@ -111,7 +119,8 @@ def attribute_cases(cases: list[Case], rule_dirs: list[Path] = (), pattern_dirs:
     with tempfile.TemporaryDirectory(prefix="firstfault-rules-") as tmp:
         config, contexts = land_cases(cases, Path(tmp), rule_dirs, pattern_dirs)
         history = [history_row(case, contexts[case.id], i, h) for case in cases for i, h in enumerate(case.history)]
-        result = attribute(list(contexts.values()), config, history=history)
+        gpu_history = [gpu_history_row(contexts[case.id], h) for case in cases for h in case.gpu_history]
+        result = attribute(list(contexts.values()), config, history=history, gpu_history=gpu_history)
     verdicts = {row["attempt_id"]: row for row in result.tables["attributions"].to_pylist()}
     hits = _group(result.tables["rule_hits"], "attempt_id")
     evidence = _group(result.tables["attribution_evidence"], "attempt_id")
@@ -179,6 +188,14 @@ def history_row(case: Case, ctx, i: int, h: dict) -> dict:
     return {"attempt_id": f"{ctx.cluster}/{ctx.workload_id}/{attempt}", "workload_id": ctx.workload_id, "cluster": ctx.cluster,
             "attempt": attempt, "verdict": h.get("verdict", "attributed"), "domain": h.get("domain"), "subdomain": h.get("subdomain"),
             "culprit_nodes": nodes, "progress": h.get("progress"), "start_ts": None}
+
+
+def gpu_history_row(ctx, h: dict) -> dict:
+    """A fixture's `gpu_history:` entry (workload_id, node, gpu, ts; gpus: how many GPUs of that attempt logged one,
+    default 1) as a row of the `gpu_xid_history` relation: an attempt of that workload that ended at `ts`."""
+    ts = datetime.fromisoformat(str(h["ts"]).replace("Z", "+00:00")).replace(tzinfo=None)
+    return {"cluster": ctx.cluster, "workload_id": h["workload_id"], "attempt_id": f"{ctx.cluster}/{h['workload_id']}/0",
+            "node": h["node"], "gpu": h["gpu"], "ts": ts, "end_ts": ts, "gpus": int(h.get("gpus", 1))}
 
 
 def _group(table: pa.Table, key: str) -> dict[str, list[dict]]:
