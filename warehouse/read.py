@@ -151,7 +151,7 @@ def gpu_xid_history(path: str, wanted: Sequence[tuple], codes: Sequence[int]) ->
         nodes = sorted({w[1] for w in wanted})
         since = min(w[3] for w in wanted)
         family = f"e.code IN ({', '.join(str(int(c)) for c in sorted(set(codes)))})"
-        return con.execute(
+        return con.sql(
             "WITH xids AS (SELECT * FROM events e WHERE e.kind = 'xid' AND e.gpu IS NOT NULL AND " + family + " AND "
             f"e.node IN ({', '.join('?' for _ in nodes)}) AND e.ts >= ?), "
             "hits AS (SELECT a.cluster, a.workload_id, e.attempt_id, e.node, e.gpu, min(e.ts) AS ts, "
@@ -162,7 +162,7 @@ def gpu_xid_history(path: str, wanted: Sequence[tuple], codes: Sequence[int]) ->
             "WHERE e.attempt_id IN (SELECT attempt_id FROM hits) AND e.kind = 'xid' AND e.gpu IS NOT NULL AND " + family + " "
             "GROUP BY ALL) "
             "SELECT h.*, s.gpus FROM hits h JOIN spread s USING (attempt_id) ORDER BY ALL",
-            [*nodes, since]).fetch_arrow_table()
+            params=[*nodes, since]).to_arrow_table()
     except duckdb.Error:
         return None
     finally:

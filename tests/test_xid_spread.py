@@ -1,0 +1,105 @@
+"""An "application or GPU" Xid decided by its spread (issue 34, family 6), end to end through one warehouse.
+
+A generated family of cases, each in its own cluster: k other workloads (0..3) whose attempts on earlier days logged
+Xid 13 on one GPU alone, then the attempt under test with Xid 13 on that GPU alone or on two GPUs; near misses (with
+k = 2, on one GPU) put the history on another GPU of the node, make it retries of the same workload, or spread it over
+several GPUs of the other attempts.
+History attempts are attributed and stored first, like earlier `attribute` calls or nights; the attempts under test
+then read the warehouse. The verdicts do not depend on the order or grouping the attempts under test are processed in.
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from firstfault.connectors.static_context import context_from_dict
+
+from firstfault.config import Config, LakeSettings, WarehouseSettings
+from firstfault.rules_sql.cases import Case, write_case
+from firstfault.run import attribute, land, run_attempts
+
+GPUS = ("0000:1b:00", "0000:3b:00")
+VARIANTS = ("same_gpu", "other_gpu", "same_workload", "spread_elsewhere")
+
+
+def _xid(day: int, node: str, gpu: str) -> str:
+    return (f"Nov {day} 01:40:03 {node} kernel: NVRM: Xid (PCI:{gpu}): 13, Graphics SM Warp Exception on "
+            "(GPC 2, TPC 0, SM 0): Out Of Range Address")
+
+
+def _attempt(root: Path, cluster: str, workload: str, day: int, xids: list[tuple[str, str]]):
+    """An attempt of `workload` on node-01/node-02 on Nov `day` (its attempt number) whose syslog has Xid 13 on each
+    (node, gpu)."""
+    logs: dict[str, list[str]] = {}
+    for node, gpu in xids:
+        logs.setdefault(f"syslog/{node}", []).append(_xid(day, node, gpu))
+    context = {"cluster": cluster, "workload_id": workload, "attempt": day, "start": f"2026-11-{day:02d}T01:00:00Z",
+               "end": f"2026-11-{day:02d}T02:00:00Z"}
+    case = Case("spread", f"{cluster}-{workload}-{day}", "positive", context, logs, {}, root)
+    folder = root / case.name
+    return context_from_dict(write_case(case, folder), str(folder / "spec.yaml"), str(folder))
+
+
+def _family(root: Path):
+    """(history contexts, {cluster: (context under test, expected subdomain)}) of every generated case."""
+    history, tested = [], {}
+    combinations = [*itertools.product(range(4), (1, 2), VARIANTS[:1]), *itertools.product((2,), (1,), VARIANTS[1:])]
+    for k, gpus, variant in combinations:
+        cluster = f"k{k}-gpus{gpus}-{variant}"
+        for i in range(k):
+            workload = "llm" if variant == "same_workload" else f"other-{i}"
+            xids = [("node-02", GPUS[1] if variant == "other_gpu" else GPUS[0])]
+            if variant == "spread_elsewhere":  # that workload's other GPUs logged it too: it followed that application
+                xids.append(("node-01", GPUS[0]))
+            history.append(_attempt(root, cluster, workload, 20 + i, xids))
+        xids = [("node-02", GPUS[0])] + ([("node-01", GPUS[0])] if gpus == 2 else [])
+        follows_gpu = k >= 1 and gpus == 1 and variant == "same_gpu"
+        tested[cluster] = (_attempt(root, cluster, "llm", 29, xids), "gpu" if follows_gpu else "cuda_error")
+    return history, tested
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory):
+    root = tmp_path_factory.mktemp("spread")
+    config = Config(lake=LakeSettings(str(root / "lake")), warehouse=WarehouseSettings(str(root / "warehouse.duckdb")))
+    history, tested = _family(root)
+    run_attempts(history, config, flow="attempt")
+    land([ctx for ctx, _ in tested.values()], config)
+    return config, tested
+
+
+def _subdomains(result, tested) -> dict[str, str]:
+    by_id = {row["attempt_id"]: row for row in result.tables["attributions"].to_pylist()}
+    return {cluster: by_id[ctx.attempt_id]["subdomain"] for cluster, (ctx, _) in tested.items()
+            if ctx.attempt_id in by_id}
+
+
+def test_the_spread_decides_an_application_or_gpu_xid(family):
+    config, tested = family
+    contexts = [ctx for ctx, _ in tested.values()]
+    result = run_attempts(contexts, config, flow="attempt")
+    rows = {row["attempt_id"]: row for row in result.tables["attributions"].to_pylist()}
+    wrong = []
+    for cluster, (ctx, want) in sorted(tested.items()):
+        row = rows[ctx.attempt_id]
+        got = (row["domain"], row["subdomain"], row["action"] if want == "gpu" else None)
+        expected = ("hardware", "gpu", "drain_node") if want == "gpu" else ("application", "cuda_error", None)
+        if got != expected:
+            wrong.append(f"{cluster}: expected {expected}, got {got}")
+    assert not wrong, "\n".join(wrong)
+    gpu = [row for row in rows.values() if row["subdomain"] == "gpu"]
+    assert gpu and all(row["granularity"] == "gpu" and row["culprit_nodes"] == ["node-02"] for row in gpu)
+
+
+def test_the_verdicts_do_not_depend_on_order_or_grouping(family):
+    config, tested = family
+    contexts = [ctx for ctx, _ in tested.values()]
+    together = _subdomains(attribute(contexts, config), tested)
+    reversed_ = _subdomains(attribute(contexts[::-1], config), tested)
+    one_by_one = {}
+    for ctx in contexts[:2]:  # alone, as separate shards would see them
+        one_by_one.update(_subdomains(attribute([ctx], config), {c: t for c, t in tested.items() if t[0] is ctx}))
+    assert together == reversed_
+    assert one_by_one == {c: s for c, s in together.items() if c in one_by_one}
+    assert together == {c: want for c, (_, want) in tested.items()}
