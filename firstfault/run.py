@@ -202,8 +202,9 @@ def register_gpu_history(con: duckdb.DuckDBPyConnection, config: Config, rows: S
     con.execute(f"CREATE OR REPLACE TEMP TABLE gpu_xid_history ({GPU_HISTORY_COLUMNS})")
     if rows is not None:
         names = [c.split()[0] for c in GPU_HISTORY_COLUMNS.split(", ")]
-        con.executemany(f"INSERT INTO gpu_xid_history VALUES ({', '.join('?' for _ in names)})",
-                        [[row.get(n) for n in names] for row in rows])
+        if rows:
+            con.executemany(f"INSERT INTO gpu_xid_history VALUES ({', '.join('?' for _ in names)})",
+                            [[row.get(n) for n in names] for row in rows])
         return
     wanted = con.execute(
         "SELECT a.cluster, e.node, e.gpu, min(a.start_ts) - to_microseconds(CAST(? * 86400e6 AS BIGINT)), "
