@@ -10,35 +10,41 @@ then read the warehouse. The verdicts do not depend on the order or grouping the
 from __future__ import annotations
 
 import itertools
+from datetime import date
 from pathlib import Path
 
+import duckdb
 import pytest
+import yaml
 from firstfault.connectors.static_context import context_from_dict
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.rules_sql.cases import Case, write_case
+from firstfault.nightly import run_nights
 from firstfault.run import attribute, land, run_attempts
 
 GPUS = ("0000:1b:00", "0000:3b:00")
 VARIANTS = ("same_gpu", "other_gpu", "same_workload", "spread_elsewhere")
 
 
-def _xid(day: int, node: str, gpu: str) -> str:
-    return (f"Nov {day} 01:40:03 {node} kernel: NVRM: Xid (PCI:{gpu}): 13, Graphics SM Warp Exception on "
+def _xid(day: int, hour: int, node: str, gpu: str) -> str:
+    return (f"Nov {day} {hour:02d}:40:03 {node} kernel: NVRM: Xid (PCI:{gpu}): 13, Graphics SM Warp Exception on "
             "(GPC 2, TPC 0, SM 0): Out Of Range Address")
 
 
-def _attempt(root: Path, cluster: str, workload: str, day: int, xids: list[tuple[str, str]]):
-    """An attempt of `workload` on node-01/node-02 on Nov `day` (its attempt number) whose syslog has Xid 13 on each
-    (node, gpu)."""
+def _attempt(root: Path, cluster: str, workload: str, day: int, xids: list[tuple[str, str]], hour: int = 1):
+    """An attempt of `workload` on node-01/node-02 on Nov `day` (its attempt number) from `hour` for an hour, whose
+    syslog has Xid 13 on each (node, gpu); its spec is written beside its logs (a catalog entry)."""
     logs: dict[str, list[str]] = {}
     for node, gpu in xids:
-        logs.setdefault(f"syslog/{node}", []).append(_xid(day, node, gpu))
-    context = {"cluster": cluster, "workload_id": workload, "attempt": day, "start": f"2026-11-{day:02d}T01:00:00Z",
-               "end": f"2026-11-{day:02d}T02:00:00Z"}
+        logs.setdefault(f"syslog/{node}", []).append(_xid(day, hour, node, gpu))
+    context = {"cluster": cluster, "workload_id": workload, "attempt": day, "start": f"2026-11-{day:02d}T{hour:02d}:00:00Z",
+               "end": f"2026-11-{day:02d}T{hour + 1:02d}:00:00Z"}
     case = Case("spread", f"{cluster}-{workload}-{day}", "positive", context, logs, {}, root)
     folder = root / case.name
-    return context_from_dict(write_case(case, folder), str(folder / "spec.yaml"), str(folder))
+    doc = write_case(case, folder)
+    (folder / "spec.yaml").write_text(yaml.safe_dump(doc, sort_keys=True), encoding="utf-8")
+    return context_from_dict(doc, str(folder / "spec.yaml"), str(folder))
 
 
 def _family(root: Path):
@@ -103,3 +109,29 @@ def test_the_verdicts_do_not_depend_on_order_or_grouping(family):
     assert together == reversed_
     assert one_by_one == {c: s for c, s in together.items() if c in one_by_one}
     assert together == {c: want for c, (_, want) in tested.items()}
+
+
+def test_nightly_sees_earlier_nights_and_never_the_same_night_whatever_the_shards(tmp_path):
+    """Night 20: `vision` logs Xid 13 on node-02's GPU alone. Night 29: `llm` logs it on that GPU (cluster a: the GPU),
+    and on cluster b two workloads hit one GPU the same night, the second after the first ended: neither sees the
+    other, in two shards or one, on the first run or a forced re-run."""
+    catalog = tmp_path / "catalog"
+    gpu = [("node-02", GPUS[0])]
+    _attempt(catalog, "a", "vision", 20, gpu)
+    _attempt(catalog, "a", "llm", 29, gpu)
+    _attempt(catalog, "b", "first", 29, gpu, hour=1)
+    _attempt(catalog, "b", "second", 29, gpu, hour=3)
+    verdicts = []
+    for shards, force in ((2, False), (2, True), (1, True)):
+        config = Config(lake=LakeSettings(str(tmp_path / "lake")), warehouse=WarehouseSettings(str(tmp_path / "wh.duckdb")))
+        run_nights(config, [date(2026, 11, 20), date(2026, 11, 29)], str(catalog), force=force, shards=shards)
+        con = duckdb.connect(config.warehouse.path, read_only=True)
+        try:
+            verdicts.append(con.execute("SELECT attempt_id, domain, subdomain, action FROM attributions "
+                                        "WHERE day = '2026-11-29' ORDER BY attempt_id").fetchall())
+        finally:
+            con.close()
+    assert verdicts[0] == [("a/llm/29", "hardware", "gpu", "drain_node"),
+                           ("b/first/29", "application", "cuda_error", "restart"),
+                           ("b/second/29", "application", "cuda_error", "restart")]
+    assert verdicts[1] == verdicts[0] and verdicts[2] == verdicts[0]
