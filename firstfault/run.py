@@ -23,12 +23,13 @@ from firstfault.errors import BadInput
 from firstfault.lake import Lake
 from firstfault.landing import LandingResult, land_attempt, land_attempts
 from firstfault.rules_sql.engine import Rule, load_rules, rules_version, run_rules
+from firstfault.rules_sql.gpu_history import register_gpu_history
 from firstfault.rules_sql.prepared import WarmRulePass, fresh_rule_pass
-from firstfault.schema import GPU_HISTORY_COLUMNS, HISTORY_COLUMNS, lake_schemas
+from firstfault.schema import HISTORY_COLUMNS, lake_schemas
 from firstfault.stages import stage
 from firstfault.workers import process_pool
 from firstfault.transforms.extract import PatternError, load_patterns
-from firstfault.warehouse.read import gpu_xid_history, workload_history
+from firstfault.warehouse.read import workload_history
 from firstfault.warehouse.store import load_attempts
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet
     """Run every rule of `rules` (default: the config's, loaded now) over the landed events of all `contexts` in one
     DuckDB pass, on `warm`'s connection when given (made from the same config and rules). `history` (rows of
     HISTORY_COLUMNS) replaces the warehouse as the record of earlier attempts when given (fixtures); otherwise the
-    warehouse is read when it exists; `gpu_history` (rows of GPU_HISTORY_COLUMNS) likewise. `landed` (the landing's kept `tables` by attempt id) spares reading the lake
+    warehouse is read when it exists; `gpu_history` (rows of rules_sql/gpu_history.py's columns) likewise. `landed` (the landing's kept `tables` by attempt id) spares reading the lake
     again when it holds every one of `contexts`. `lake`: the run's (default: the config's, built now)."""
     lake = lake or config_lake(config)
     rules = rules or load_rule_set(config)
@@ -137,7 +138,7 @@ def attribute(contexts: Sequence[AttemptContext], config: Config, rules: RuleSet
     with warm.connection() if warm else fresh_rule_pass(config.attribution, version, lake_filesystem(lake)) as con:
         _register_lake(con, lake, contexts, landed)
         register_history(con, config, history)
-        register_gpu_history(con, config, gpu_history)
+        register_gpu_history(con, config.warehouse.path, config.attribution.gpu_history_days, gpu_history)
         run_rules(con, rules.rules)
         tables = {
             "attributions": con.sql(
@@ -192,35 +193,6 @@ def register_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Seque
     con.register("history_warehouse", table)
     con.execute("INSERT INTO history SELECT * FROM history_warehouse WHERE attempt_id NOT IN (SELECT attempt_id FROM attempts)")
     con.unregister("history_warehouse")
-
-
-def register_gpu_history(con: duckdb.DuckDBPyConnection, config: Config, rows: Sequence[dict] | None = None) -> None:
-    """The `gpu_xid_history` relation (xid_root.sql): the "application or GPU" Xids that other attempts logged on the
-    GPUs this run's own such Xids name, within `gpu_history_days` before each attempt, from attempts that ended on an
-    earlier UTC day (earlier nights: the verdict never depends on the order one night's attempts are processed in);
-    from the warehouse (read-only) or from `rows`."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE gpu_xid_history ({GPU_HISTORY_COLUMNS})")
-    if rows is not None:
-        names = [c.split()[0] for c in GPU_HISTORY_COLUMNS.split(", ")]
-        if rows:
-            con.executemany(f"INSERT INTO gpu_xid_history VALUES ({', '.join('?' for _ in names)})",
-                            [[row.get(n) for n in names] for row in rows])
-        return
-    wanted = con.execute(
-        "SELECT a.cluster, e.node, e.gpu, min(a.start_ts) - to_microseconds(CAST(? * 86400e6 AS BIGINT)), "
-        "max(date_trunc('day', coalesce(a.end_ts, a.start_ts))) "
-        "FROM events_all e JOIN attempts a USING (attempt_id) JOIN xid_catalog c ON c.code = e.code "
-        "WHERE e.kind = 'xid' AND c.spread_subdomain IS NOT NULL AND e.node IS NOT NULL AND e.gpu IS NOT NULL "
-        "AND a.cluster IS NOT NULL AND a.start_ts IS NOT NULL GROUP BY ALL ORDER BY ALL",
-        [config.attribution.gpu_history_days]).fetchall()
-    if not wanted or not Path(config.warehouse.path).exists():
-        return
-    codes = [c for (c,) in con.execute("SELECT code FROM xid_catalog WHERE spread_subdomain IS NOT NULL").fetchall()]
-    table = gpu_xid_history(config.warehouse.path, wanted, codes)
-    if table is not None:
-        con.register("gpu_history_warehouse", table)
-        con.execute("INSERT INTO gpu_xid_history SELECT * FROM gpu_history_warehouse")
-        con.unregister("gpu_history_warehouse")
 
 
 def _register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, contexts: Sequence[AttemptContext],

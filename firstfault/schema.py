@@ -154,13 +154,6 @@ HISTORY_COLUMNS = (
     "subdomain VARCHAR, culprit_nodes VARCHAR[], progress BIGINT, start_ts TIMESTAMP"
 )
 
-#: the `gpu_xid_history` relation: "application or GPU" Xids earlier attempts logged on the GPUs the attempts' own
-#: Xids name (`gpus`: how many GPUs of that attempt logged one)
-GPU_HISTORY_COLUMNS = (
-    "cluster VARCHAR, workload_id VARCHAR, attempt_id VARCHAR, node VARCHAR, gpu VARCHAR, ts TIMESTAMP, "
-    "end_ts TIMESTAMP, gpus BIGINT"
-)
-
 # --- warehouse ----------------------------------------------------------------------------------------------------
 
 #: the verdict object's keys, in order (docs/verdict.md)

@@ -7,7 +7,7 @@ CREATE TEMP TABLE IF NOT EXISTS history (
     subdomain VARCHAR, culprit_nodes VARCHAR[], progress BIGINT, start_ts TIMESTAMP);
 
 -- "Application or GPU" Xids that earlier attempts logged on the GPUs this run's Xids name (xid_root.sql; the pipeline
--- fills it from the warehouse, schema.GPU_HISTORY_COLUMNS); empty when not registered.
+-- fills it from the warehouse, rules_sql/gpu_history.py); empty when not registered.
 CREATE TEMP TABLE IF NOT EXISTS gpu_xid_history (
     cluster VARCHAR, workload_id VARCHAR, attempt_id VARCHAR, node VARCHAR, gpu VARCHAR, ts TIMESTAMP,
     end_ts TIMESTAMP, gpus BIGINT);

@@ -26,7 +26,7 @@ follows AS (  -- other workloads in which this GPU alone logged one
     JOIN gpu_xid_history h ON h.cluster = a.cluster AND h.workload_id <> a.workload_id
     WHERE h.gpus = 1 AND h.ts < a.start_ts
       AND h.ts >= a.start_ts - to_microseconds(CAST(p.gpu_history_days * 86400e6 AS BIGINT))
-      AND h.end_ts < date_trunc('day', coalesce(a.end_ts, a.start_ts))  -- earlier nights only (run.register_gpu_history)
+      AND h.end_ts < date_trunc('day', coalesce(a.end_ts, a.start_ts))  -- earlier nights only (rules_sql/gpu_history.py)
     GROUP BY ALL
 ),
 xid_class AS (  -- each Xid event's class: the catalogue's, unless its spread says the GPU
