@@ -19,6 +19,7 @@ import yaml
 from firstfault.connectors.static_context import context_from_dict
 
 from firstfault.config import Config, LakeSettings, WarehouseSettings
+from firstfault.rules_sql import gpu_history
 from firstfault.rules_sql.cases import Case, write_case
 from firstfault.nightly import run_nights
 from firstfault.run import attribute, land, run_attempts
@@ -135,3 +136,23 @@ def test_nightly_sees_earlier_nights_and_never_the_same_night_whatever_the_shard
                            ("b/first/29", "application", "cuda_error", "restart"),
                            ("b/second/29", "application", "cuda_error", "restart")]
     assert verdicts[1] == verdicts[0] and verdicts[2] == verdicts[0]
+
+
+def test_the_history_lookup_asks_only_for_the_gpus_the_attempts_own_xids_name(family, monkeypatch):
+    """Cost follows evidence: the warehouse is asked about the (cluster, node, GPU) of the attempt's own "application
+    or GPU" Xids, over the window only, and not at all for an attempt without one."""
+    config, tested = family
+    asked = []
+    monkeypatch.setattr(gpu_history, "gpu_xid_history", lambda path, wanted, codes: asked.append((wanted, set(codes))))
+    ctx, _ = tested["k1-gpus2-same_gpu"]
+    attribute([ctx], config)
+    (wanted, codes), = asked
+    assert sorted((w[0], w[1], w[2]) for w in wanted) == [("k1-gpus2-same_gpu", "node-01", GPUS[0]),
+                                                         ("k1-gpus2-same_gpu", "node-02", GPUS[0])]
+    assert {str(w[3]) for w in wanted} == {"2026-11-15 01:00:00"} and {str(w[4]) for w in wanted} == {"2026-11-29 00:00:00"}
+    assert {13, 31} <= codes and not {43, 48, 79} & codes
+    asked.clear()
+    quiet = _attempt(Path(config.lake.root).parent, "quiet", "llm", 29, [])
+    land([quiet], config)
+    attribute([quiet], config)
+    assert asked == []
