@@ -5,7 +5,8 @@ Xid 13 on one GPU alone, then the attempt under test with Xid 13 on that GPU alo
 k = 2, on one GPU) put the history on another GPU of the node, make it retries of the same workload, or spread it over
 several GPUs of the other attempts.
 History attempts are attributed and stored first, like earlier `attribute` calls or nights; the attempts under test
-then read the warehouse. The verdicts do not depend on the order or grouping the attempts under test are processed in.
+then read the warehouse. The verdicts do not depend on the order or grouping the attempts under test are processed in;
+`nightly` and the API reach the same verdicts through the same warehouse.
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ import pytest
 import yaml
 from firstfault.connectors.static_context import context_from_dict
 
-from firstfault.config import Config, LakeSettings, WarehouseSettings
+from firstfault.config import Config, LakeSettings, WarehouseSettings, resolve_config
 from firstfault.rules_sql import gpu_history
 from firstfault.rules_sql.cases import Case, write_case
 from firstfault.nightly import run_nights
+from test_api import Server, with_api
 from firstfault.run import attribute, land, run_attempts
 
 GPUS = ("0000:1b:00", "0000:3b:00")
@@ -156,3 +158,22 @@ def test_the_history_lookup_asks_only_for_the_gpus_the_attempts_own_xids_name(fa
     land([quiet], config)
     attribute([quiet], config)
     assert asked == []
+
+
+def test_the_api_sees_the_gpu_follow_from_an_earlier_request(tmp_path):
+    """Two POST /v1/attribute into one server's warehouse: another workload's Xid 13 on the GPU on an earlier day, then
+    this one's on it alone -> hardware/gpu, drain."""
+    specs = tmp_path / "specs"
+    gpu = [("node-02", GPUS[0])]
+    _attempt(specs, "api", "vision", 20, gpu)
+    _attempt(specs, "api", "llm", 29, gpu)
+    config = resolve_config(None, lake_root=str(tmp_path / "lake"), warehouse_path=str(tmp_path / "wh.duckdb"))
+    verdicts = []
+    with Server(with_api(config, allowed_roots=(str(specs),))) as api:
+        for name in ("api-vision-20", "api-llm-29"):
+            folder = specs / name
+            status, verdict = api.request("POST", "/v1/attribute", {**yaml.safe_load((folder / "spec.yaml").read_text()),
+                                                                    "base_dir": str(folder)})
+            assert status == 200, verdict
+            verdicts.append((verdict["domain"], verdict["subdomain"], verdict["granularity"], verdict["action"]))
+    assert verdicts == [("application", "cuda_error", "gpu", "restart"), ("hardware", "gpu", "gpu", "drain_node")]
