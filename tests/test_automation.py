@@ -275,18 +275,13 @@ def test_a_burst_of_50_epilog_calls_queues_50_files_and_each_job_is_attributed_o
     ok_env = {**base, "SLURM_JOB_ID": jobs[0], "SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_DERIVED_EC": "0"}
     subprocess.run(command, env=ok_env, check=True, timeout=10)
     assert not queued(root), "a successful job was queued"
-    took = []
-    for call in range(50):  # each job 10 times, as if its epilog had run again
+    for call in range(50):  # each job 10 times, as if its epilog had run again (its speed: benchmarks/bench_epilog.py)
         job = jobs[call % 5]
         env = {**base, "SLURM_JOB_ID": job, "SLURM_JOB_EXIT_CODE2": f"{call % 5 + 1}:0", "SLURM_JOB_DERIVED_EC": "0",
                "SLURM_JOB_EXIT_CODE": str((call % 5 + 1) * 256), "SLURM_CLUSTER_NAME": "ci"}
-        started = time.monotonic()
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=10)
-        took.append(time.monotonic() - started)
         assert done.returncode == 0 and not done.stderr, done.stderr
     assert len(queued(root)) == 50
-    print(f"50 epilog calls: slowest {max(took):.2f} s, median {sorted(took)[25]:.2f} s")
-    assert max(took) < 1.0, f"slowest epilog call {max(took):.2f} s"
     worker = Worker(load_config(str(config)))
     attributed = []
     deadline = time.monotonic() + 120
