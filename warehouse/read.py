@@ -3,7 +3,7 @@ every read opens a read-only connection (waiting out a short write lock) and clo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import duckdb
@@ -136,56 +136,51 @@ def progress_points(con: duckdb.DuckDBPyConnection, attempt_id: str) -> list[dic
                       "AND ts IS NOT NULL AND iteration IS NOT NULL ORDER BY node, rank, ts", [attempt_id])
 
 
+def _read_with(path: str, wanted_columns: str, wanted: Sequence[tuple],
+               select: Callable[[duckdb.DuckDBPyConnection], pa.Table]) -> pa.Table | None:
+    """`select` on the warehouse, with the temp table `wanted` (`wanted_columns`) holding the rows asked about; None when
+    the warehouse cannot be read (no history is never a failed attribution)."""
+    try:
+        con = connect_reader(path)
+    except Exception:  # noqa: BLE001 - missing, locked past the wait or corrupt: no history
+        return None
+    try:
+        con.execute(f"CREATE TEMP TABLE wanted ({wanted_columns})")
+        con.executemany(f"INSERT INTO wanted VALUES ({', '.join('?' for _ in wanted_columns.split(','))})", list(wanted))
+        return select(con)
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+
+
 def gpu_xid_history(path: str, wanted: Sequence[tuple], codes: Sequence[int]) -> pa.Table | None:
     """The Xids of `codes` that earlier attempts logged on the wanted GPUs, as rows of the `gpu_xid_history` relation:
     `wanted` rows are (cluster, node, gpu, since, until): Xids stamped since `since` of attempts that ended before
-    `until`. Only those nodes' Xid rows are read (the filters reach the scan), never the whole history. None when the
-    warehouse cannot be read (no history is never a failed attribution)."""
-    try:
-        con = connect_reader(path)
-    except Exception:  # noqa: BLE001 - missing, locked past the wait or corrupt: no history
-        return None
-    try:
-        con.execute("CREATE TEMP TABLE wanted (cluster VARCHAR, node VARCHAR, gpu VARCHAR, since TIMESTAMP, until TIMESTAMP)")
-        con.executemany("INSERT INTO wanted VALUES (?, ?, ?, ?, ?)", list(wanted))
-        nodes = sorted({w[1] for w in wanted})
-        since = min(w[3] for w in wanted)
-        family = f"e.code IN ({', '.join(str(int(c)) for c in sorted(set(codes)))})"
-        return con.sql(
-            "WITH xids AS (SELECT * FROM events e WHERE e.kind = 'xid' AND e.gpu IS NOT NULL AND " + family + " AND "
-            f"e.node IN ({', '.join('?' for _ in nodes)}) AND e.ts >= ?), "
-            "hits AS (SELECT a.cluster, a.workload_id, e.attempt_id, e.node, e.gpu, min(e.ts) AS ts, "
-            "CAST(any_value(a.end_ts) AS TIMESTAMP) AS end_ts FROM xids e JOIN attributions a USING (attempt_id) "
-            "JOIN wanted w ON w.cluster = a.cluster AND w.node = e.node AND w.gpu = e.gpu "
-            "WHERE e.ts >= w.since AND a.end_ts < w.until GROUP BY ALL), "
-            "spread AS (SELECT e.attempt_id, count(DISTINCT (e.node, e.gpu)) AS gpus FROM events e "
-            "WHERE e.attempt_id IN (SELECT attempt_id FROM hits) AND e.kind = 'xid' AND e.gpu IS NOT NULL AND " + family + " "
-            "GROUP BY ALL) "
-            "SELECT h.*, s.gpus FROM hits h JOIN spread s USING (attempt_id) ORDER BY ALL",
-            params=[*nodes, since]).to_arrow_table()
-    except duckdb.Error:
-        return None
-    finally:
-        con.close()
+    `until`. Only those nodes' Xid rows are read (the filters reach the scan), never the whole history."""
+    nodes = sorted({w[1] for w in wanted})
+    since = min(w[3] for w in wanted)
+    family = f"e.code IN ({', '.join(str(int(c)) for c in sorted(set(codes)))})"
+    return _read_with(path, "cluster VARCHAR, node VARCHAR, gpu VARCHAR, since TIMESTAMP, until TIMESTAMP", wanted, lambda con: con.sql(
+        "WITH xids AS (SELECT * FROM events e WHERE e.kind = 'xid' AND e.gpu IS NOT NULL AND " + family + " AND "
+        f"e.node IN ({', '.join('?' for _ in nodes)}) AND e.ts >= ?), "
+        "hits AS (SELECT a.cluster, a.workload_id, e.attempt_id, e.node, e.gpu, min(e.ts) AS ts, "
+        "CAST(any_value(a.end_ts) AS TIMESTAMP) AS end_ts FROM xids e JOIN attributions a USING (attempt_id) "
+        "JOIN wanted w ON w.cluster = a.cluster AND w.node = e.node AND w.gpu = e.gpu "
+        "WHERE e.ts >= w.since AND a.end_ts < w.until GROUP BY ALL), "
+        "spread AS (SELECT e.attempt_id, count(DISTINCT (e.node, e.gpu)) AS gpus FROM events e "
+        "WHERE e.attempt_id IN (SELECT attempt_id FROM hits) AND e.kind = 'xid' AND e.gpu IS NOT NULL AND " + family + " "
+        "GROUP BY ALL) "
+        "SELECT h.*, s.gpus FROM hits h JOIN spread s USING (attempt_id) ORDER BY ALL",
+        params=[*nodes, since]).to_arrow_table())
 
 
 def workload_history(path: str, workloads: Sequence[tuple[str, str]]) -> pa.Table | None:
-    """Earlier verdicts of the (cluster, workload_id) pairs as rows of the `history` relation; None when the warehouse cannot be read (no history is never a failed attribution)."""
-    try:
-        con = connect_reader(path)
-    except Exception:  # noqa: BLE001 - missing, locked past the wait or corrupt: no history
-        return None
-    try:
-        con.execute("CREATE TEMP TABLE wanted (cluster VARCHAR, workload_id VARCHAR)")
-        con.executemany("INSERT INTO wanted VALUES (?, ?)", list(workloads))
-        return con.sql(
-            "SELECT a.attempt_id, a.workload_id, a.cluster, CAST(a.attempt AS BIGINT) AS attempt, a.verdict, a.domain, a.subdomain, "
-            "CAST(a.culprit_nodes AS VARCHAR[]) AS culprit_nodes, "
-            f"{attempt_progress_sql(con, 'a')} AS progress, "
-            "CAST(a.start_ts AS TIMESTAMP) AS start_ts "
-            "FROM attributions a JOIN wanted USING (cluster, workload_id) ORDER BY a.attempt_id"
-        ).to_arrow_table()
-    except duckdb.Error:
-        return None
-    finally:
-        con.close()
+    """Earlier verdicts of the (cluster, workload_id) pairs as rows of the `history` relation."""
+    return _read_with(path, "cluster VARCHAR, workload_id VARCHAR", workloads, lambda con: con.sql(
+        "SELECT a.attempt_id, a.workload_id, a.cluster, CAST(a.attempt AS BIGINT) AS attempt, a.verdict, a.domain, a.subdomain, "
+        "CAST(a.culprit_nodes AS VARCHAR[]) AS culprit_nodes, "
+        f"{attempt_progress_sql(con, 'a')} AS progress, "
+        "CAST(a.start_ts AS TIMESTAMP) AS start_ts "
+        "FROM attributions a JOIN wanted USING (cluster, workload_id) ORDER BY a.attempt_id"
+    ).to_arrow_table())
