@@ -53,7 +53,7 @@ class WarmRulePass:
 
 
 def _prepared(settings: AttributionSettings, version: str, filesystem) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
+    con = duckdb.connect(config={"threads": 1})
     try:
         if filesystem is not None:
             con.register_filesystem(filesystem)
