@@ -34,11 +34,11 @@ def load_chains(path: Path | None = None) -> tuple[list[dict], list[dict]]:
         raise BadInput(str(path), "chains", "a chains file is a mapping with a `chains` list")
     rows, seen = [], set()
     for i, raw in enumerate(doc["chains"]):
-        row = _chain_row(path, i, raw)
-        if row["id"] in seen:
-            raise BadInput(str(path), f"chains[{i}].id", f"duplicate chain id {row['id']!r}")
-        seen.add(row["id"])
-        rows.append(row)
+        expanded = _chain_rows(path, i, raw)
+        if expanded[0]["id"] in seen:
+            raise BadInput(str(path), f"chains[{i}].id", f"duplicate chain id {expanded[0]['id']!r}")
+        seen.add(expanded[0]["id"])
+        rows.extend(expanded)
     silent = []
     for i, raw in enumerate(doc.get("silent_node_classes") or []):
         where = f"silent_node_classes[{i}]"
@@ -69,7 +69,7 @@ def chains_tables() -> tuple[pa.Table, pa.Table, pa.Table]:
             advisory)
 
 
-def _chain_row(path: Path, i: int, raw) -> dict:
+def _chain_rows(path: Path, i: int, raw) -> list[dict]:
     where = f"chains[{i}]"
     if not isinstance(raw, dict):
         raise BadInput(str(path), where, "must be a mapping")
@@ -96,23 +96,30 @@ def _chain_row(path: Path, i: int, raw) -> dict:
     row = {"id": raw["id"], "scope": raw["scope"], "before_s": float(window[0]),
            "after_s": None if window[1] is None else float(window[1]), "unstamped": unstamped, "relation": relation,
            "source": raw["source"], "why": raw["why"].strip(), "fixture": raw["fixture"]}
-    for side in ("cause", "effect"):
-        row.update({f"{side}_{k}": v for k, v in _side(path, f"{where}.{side}", raw.get(side)).items()})
-    return row
+    # a side that lists several classes stands for one row per class (every cause class with every effect class)
+    return [{**row, **{f"cause_{k}": v for k, v in cause.items()}, **{f"effect_{k}": v for k, v in effect.items()}}
+            for cause in _sides(path, f"{where}.cause", raw.get("cause"))
+            for effect in _sides(path, f"{where}.effect", raw.get("effect"))]
 
 
-def _side(path: Path, where: str, spec) -> dict:
-    """A cause or effect: `class` (domain/subdomain, `domain/*` for any subdomain) and/or an event `kind`, optionally
-    narrowed to `codes` (event code) or `texts` (event code_text). A cause without a class is any event of the kind."""
+def _sides(path: Path, where: str, spec) -> list[dict]:
+    """A cause or effect: `class` (domain/subdomain, `domain/*` for any subdomain, or a list of them) and/or an event
+    `kind`, optionally narrowed to `codes` (event code) or `texts` (event code_text). A cause without a class is any
+    event of the kind. One side per class."""
     if not isinstance(spec, dict) or not (set(spec) <= SIDE_KEYS) or not ({"class", "kind"} & set(spec)):
         raise BadInput(str(path), where, "a mapping with `class` and/or `kind` (optional `codes`, `texts`)")
-    domain, subdomain = _class(path, f"{where}.class", spec["class"]) if "class" in spec else (None, None)
+    named = spec.get("class")
+    named = named if isinstance(named, list) else [named]
+    if not named:
+        raise BadInput(str(path), f"{where}.class", "an empty list names no class")
+    classes = [_class(path, f"{where}.class", c) for c in named] if "class" in spec else [(None, None)]
     codes, texts = spec.get("codes"), spec.get("texts")
     if codes is not None and (not isinstance(codes, list) or not all(isinstance(c, int) for c in codes)):
         raise BadInput(str(path), f"{where}.codes", "must be a list of integers")
     if texts is not None and (not isinstance(texts, list) or not all(isinstance(t, str) for t in texts)):
         raise BadInput(str(path), f"{where}.texts", "must be a list of strings")
-    return {"domain": domain, "subdomain": subdomain, "kind": spec.get("kind"), "codes": codes, "texts": texts}
+    return [{"domain": domain, "subdomain": subdomain, "kind": spec.get("kind"), "codes": codes, "texts": texts}
+            for domain, subdomain in classes]
 
 
 def _class(path: Path, where: str, value) -> tuple[str, str | None]:

@@ -106,6 +106,8 @@ def test_the_chains_form_no_cycle():
     (lambda r: r.update(window=[60, -60]), "chains[0].window"),
     (lambda r: r.update(cause={"codes": [79]}), "chains[0].cause"),
     (lambda r: r.update(effect={"class": "hardware"}), "chains[0].effect.class"),
+    (lambda r: r.update(cause={"class": []}), "chains[0].cause.class"),
+    (lambda r: r.update(cause={"class": ["hardware/gpu_lost", "hardware"]}), "chains[0].cause.class"),
     (lambda r: r.update(colour="red"), "chains[0].colour"),
 ])
 def test_a_malformed_row_is_one_bad_input_naming_its_field(mutate, field, tmp_path):
