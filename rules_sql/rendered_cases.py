@@ -55,6 +55,7 @@ CHAIN_CASES = {
     "host_oom.explains.lost_peer_ib": ("linux.oom.killed_process", "nccl.net_ib.completion_error"),
     "node_failure.explains.lost_peer_ib": ("slurm.slurmstepd.cancelled_node_failure", "nccl.net_ib.completion_error"),
     "scheduler_end.explains.later_errors": ("slurm.slurmstepd.cancelled_preemption", "pytorch.pg_nccl.watchdog_stuck"),
+    "lost_node.explains.peers_stalled_watchdogs": ("nvidia.gpu.fallen_off_bus_probe", "pytorch.pg_nccl.watchdog_stuck"),
     "link_down.explains.lost_peer_socket": ("linux.ib.port_link_down", "nccl.socket.net_recv_failed"),
     "nic.explains.lost_peer_socket": ("linux.mlx5.health_compromised", "nccl.socket.net_recv_failed"),
     "crash.explains.lost_peer_socket": ("linux.segfault.user", "nccl.socket.net_recv_failed"),
