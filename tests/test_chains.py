@@ -19,6 +19,7 @@ from firstfault.rules_sql.engine import builtin_rules_dir
 from firstfault.run import attribute, load_rule_set
 
 ROWS, _ = load_chains()
+BY_ID = list({row["id"]: row for row in ROWS}.values())  # a row listing several classes loads as several, one id
 CASES = {c.name: c for c in load_cases([builtin_rules_dir()]) if c.rule == "_chains"}
 VERDICT = ("verdict", "domain", "subdomain", "culprit_nodes")
 
@@ -49,13 +50,13 @@ def _verdict(landed, name: str) -> tuple:
 
 
 def test_there_are_enough_chains_each_with_a_source_and_a_fixture():
-    assert len(ROWS) >= MIN_CHAINS
+    assert len(BY_ID) >= MIN_CHAINS
     for row in ROWS:
         assert row["source"].startswith("https://") and row["why"], row["id"]
         assert row["fixture"] in CASES, f"{row['id']}: no case {row['fixture']!r} in rules_sql/_chains.yaml"
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
+@pytest.mark.parametrize("row", BY_ID, ids=[r["id"] for r in BY_ID])
 def test_removing_a_chain_changes_its_fixtures_verdict(row, landed, tmp_path, monkeypatch):
     case = CASES[row["fixture"]]
     with_row = landed[3][row["fixture"]]
