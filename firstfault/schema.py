@@ -159,7 +159,7 @@ HISTORY_COLUMNS = (
 #: the verdict object's keys, in order (docs/verdict.md)
 VERDICT_KEYS = (
     "attempt_id", "workload_id", "attempt", "cluster", "state", "verdict", "domain", "subdomain", "root_cause",
-    "culprit_nodes", "affected_nodes", "symptoms", "candidates", "evidence", "quality", "connector_reports",
+    "culprit_nodes", "affected_nodes", "symptoms", "candidates", "why_not", "evidence", "quality", "connector_reports",
     "culprit_ranks", "granularity", "action", "rules_version", "schema_version",
 )
 

@@ -92,17 +92,7 @@ graded AS (
                  THEN 'another node is named by more peers than the root''s node: the root may be a bystander' END,
             CASE WHEN verdict = 'attributed' AND w_granularity = 'group'
                  THEN 'not localised to one node: the NVLink peer may be on another tray' END,
-            CASE WHEN symptoms > 0 THEN printf('%d symptom(s) explained as cascade', symptoms) END,
-            (SELECT printf('runner-up: %s/%s on %s (score %.2f), not chosen: %s', r.domain, r.subdomain,
-                           coalesce(nullif(r.cause_node, ''), 'the job'), r.score,
-                           CASE WHEN r.survived THEN 'training progressed after it'
-                                WHEN r.advisory AND NOT r.witnessed THEN 'its record calls it non-fatal and no consequence was witnessed'
-                                WHEN r.late THEN 'it started after another cause had certainly begun'
-                                ELSE printf('a weaker or less corroborated cause (%d witness(es), %d source(s))', r.witnesses, r.sources) END)
-             FROM ranked_causes r
-             WHERE r.attempt_id = f.attempt_id AND f.verdict = 'attributed'
-               AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.attempt_id = r.attempt_id AND c.position = r.position)
-             ORDER BY r.position LIMIT 1)
+            CASE WHEN symptoms > 0 THEN printf('%d symptom(s) explained as cascade', symptoms) END
         ], lambda r: r IS NOT NULL) AS reasons
     FROM factors f
 )

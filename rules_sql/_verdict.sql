@@ -1,5 +1,5 @@
 -- Builds one verdict row per attempt (the verdict object `attribute --json` prints) into the temp table verdict_base,
--- from what _rank.sql built (outcome, chosen, ranked_causes, root_hits, symptom_rows, evidence_rows), verdict_quality
+-- from what _rank.sql built (outcome, chosen, ranked_causes, root_hits, symptom_rows, evidence_rows), why_not, verdict_quality
 -- (_confidence.sql) and reports. Its `action` is the winning rule's; _action.sql, run next, makes it history-aware.
 -- Nested objects are STRUCTs, lists are LISTs, timestamps inside them ISO 8601 strings.
 CREATE OR REPLACE TEMP MACRO iso(t) AS strftime(t, '%Y-%m-%dT%H:%M:%S.%gZ');
@@ -58,7 +58,10 @@ assembled AS (
            w.subdomain AS w_subdomain, w.rule_id AS w_rule, w.kind AS w_kind, w.code AS w_code, w.cause_node AS w_node, w.gpu AS w_gpu, w.culprit_rank AS w_rank, w.rep_ts AS w_ts,
            w.summary AS w_summary, w.granularity AS w_granularity, w.action AS w_action,
            cl.culprit_nodes, cr.culprit_ranks, cl.domains, cl.any_domain, ca.candidates, sl.symptoms, sl.nodes AS symptom_nodes,
-           ev.evidence, q.quality, rp.connector_reports, a.nodes AS attempt_nodes
+           ev.evidence, q.quality, rp.connector_reports, a.nodes AS attempt_nodes,
+           CASE WHEN y.attempt_id IS NOT NULL THEN
+               struct_pack(domain := y.domain, subdomain := y.subdomain, node := nullif(y.cause_node, ''), score := round(y.score, 3),
+                           position := CAST(y.position AS INTEGER), reason := y.reason, detail := y.detail) END AS why_not
     FROM attempts a
     JOIN outcome o USING (attempt_id)
     LEFT JOIN winner w USING (attempt_id)
@@ -68,6 +71,7 @@ assembled AS (
     LEFT JOIN symptom_lists sl USING (attempt_id)
     LEFT JOIN evidence_lists ev USING (attempt_id)
     LEFT JOIN report_lists rp USING (attempt_id)
+    LEFT JOIN why_not y USING (attempt_id)
     JOIN verdict_quality q USING (attempt_id)
 )
 SELECT
@@ -84,6 +88,7 @@ SELECT
         CASE WHEN verdict IN ('attributed', 'ambiguous') THEN coalesce(culprit_nodes, []::VARCHAR[]) ELSE []::VARCHAR[] END))) AS affected_nodes,
     coalesce(symptoms, []) AS symptoms,
     coalesce(candidates, []) AS candidates,
+    why_not,
     coalesce(evidence, []) AS evidence,
     quality,
     coalesce(connector_reports, []) AS connector_reports,

@@ -222,6 +222,13 @@ def _check(case: Case, verdict: dict, hits: list[dict], evidence: list[dict]) ->
                     problems.append(f"quality.reasons: no reason mentions {part!r} in {got!r}")
         elif got != want:
             problems.append(f"quality.{key}: expected {want!r}, got {got!r}")
+    if "why_not" in case.expect:  # null, or the fields it must have (the others are not compared)
+        want, got = case.expect["why_not"], verdict.get("why_not")
+        if want is None or got is None:
+            if want != got:
+                problems.append(f"why_not: expected {want!r}, got {got!r}")
+        else:
+            problems += [f"why_not.{k}: expected {v!r}, got {got.get(k)!r} in {got!r}" for k, v in want.items() if got.get(k) != v]
     for want in case.expect.get("hits", []):
         if not any(all(h.get(k) == v for k, v in want.items()) for h in hits):
             problems.append(f"missing rule hit {want}")

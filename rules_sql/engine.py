@@ -46,10 +46,10 @@ from firstfault.transforms.messages import catalogue_dir
 HEADER_KEYS = ("id", "detects", "domain", "inputs")
 # The built-in scripts that are not rules: the shared views every rule reads (run before the rules), then the ranking,
 # run after them in this order, each reading the tables of the ones before: the chains (_rank), the cause model
-# (_rank_causes), the verdict (_rank_decide), its quality (_confidence), the verdict rows (_verdict), the history-aware
-# action (_action).
+# (_rank_causes), the verdict (_rank_decide), why not the runner-up (_why_not), its quality (_confidence), the verdict
+# rows (_verdict), the history-aware action (_action).
 VIEWS_SCRIPT = "_views.sql"
-RANKING_SCRIPTS = ("_rank.sql", "_rank_causes.sql", "_rank_decide.sql", "_confidence.sql", "_verdict.sql", "_action.sql")
+RANKING_SCRIPTS = ("_rank.sql", "_rank_causes.sql", "_rank_decide.sql", "_why_not.sql", "_confidence.sql", "_verdict.sql", "_action.sql")
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,44 @@ def test_a_warehouse_from_before_evidence_kinds_keeps_them_from_its_next_load(de
     assert rc == 0 and all(e["kinds"] for e in verdict["evidence"]) and all(s["line"] for s in verdict["symptoms"])
 
 
+def test_the_runner_up_and_why_it_lost_in_json_text_and_warehouse(tmp_path, capsys):
+    # the rule kit's late case: a fatal NVLink record on node-02 five minutes after node-01 lost its GPU
+    from firstfault.rules_sql.cases import load_cases, write_case
+
+    [case] = [c for c in load_cases([BUILTIN_FIXTURES]) if c.name == "a_fatal_record_five_minutes_after_another_loses_as_late"]
+    spec = tmp_path / "attempt" / "attempt.yaml"
+    context = write_case(case, spec.parent)
+    spec.write_text(json.dumps(context), encoding="utf-8")
+    where = ["--warehouse", str(tmp_path / "w.duckdb"), "--lake", str(tmp_path / "lake")]
+    rc, out, _ = run(capsys, "attribute", "--static", str(spec), "--json", *where)
+    why_not = json.loads(out)["why_not"]
+    assert rc == 0 and (why_not["domain"], why_not["subdomain"], why_not["node"], why_not["reason"]) == (
+        "hardware", "gpu_nvlink", "node-02", "late")
+    assert not any("runner-up" in r for r in json.loads(out)["quality"]["reasons"])  # the field, not a reason line too
+    rc, out, _ = run(capsys, "attribute", "--static", str(spec), *where)
+    assert f"  Not hardware/gpu_nvlink on node-02: {why_not['detail']}" in out.splitlines()
+    stored = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True).execute("SELECT why_not FROM attributions").fetchall()
+    assert stored == [(why_not,)]
+
+
+def test_a_warehouse_from_before_why_not_reads_it_as_null_until_its_next_load(demo_dir, tmp_path, capsys):
+    from firstfault.warehouse.read import stored_verdicts
+    from firstfault.warehouse.store import schema_sql
+
+    old = tmp_path / "w.duckdb"
+    spec = str(demo_dir / "attempts" / "headline" / "attempt.yaml")
+    rc, out, _ = run(capsys, "attribute", "--static", spec, "--json", "--warehouse", str(old), "--lake", str(tmp_path / "lake"))
+    verdict = json.loads(out)
+    con = duckdb.connect(str(old))
+    con.execute("ALTER TABLE attributions DROP COLUMN why_not")
+    con.execute("COMMENT ON TABLE runs IS 'firstfault schema older'")
+    con.close()
+    assert stored_verdicts(str(old), [verdict["attempt_id"]]) == [{**verdict, "why_not": None}]
+    assert "why_not" in schema_sql()
+    rc, out, _ = run(capsys, "attribute", "--static", spec, "--json", "--warehouse", str(old), "--lake", str(tmp_path / "lake"))
+    assert rc == 0 and stored_verdicts(str(old), [verdict["attempt_id"]]) == [json.loads(out)]
+
+
 # --- bad input: one line, exit 2, a real field ----------------------------------------------------------------------
 
 def test_sql_table_marks_cut_values_with_an_ellipsis(tmp_path, capsys):

@@ -144,6 +144,8 @@ def render_text(verdicts: Sequence[dict], *, evidence_lines: int = 6) -> str:
             f"{c['domain']}/{c['subdomain']} on {','.join(c['nodes']) or 'job'} ({c['score']:.2f})" for c in v["candidates"][:4]
         )
         out.append(f"{v['attempt_id']}: {cause}")
+        if v.get("why_not"):
+            out.append(why_not_line(v["why_not"]))
         out += quality_lines(v)
         if v["symptoms"]:
             nodes = sorted({s["node"] for s in v["symptoms"] if s["node"]})
@@ -154,6 +156,11 @@ def render_text(verdicts: Sequence[dict], *, evidence_lines: int = 6) -> str:
             out.append(f"  [{e['role']}] {where}")
             out.append(f"      {(e['text'] or '')[:200]}")
     return "\n".join(out)
+
+
+def why_not_line(why_not: dict) -> str:
+    """The verdict's strongest alternative and why it lost, for a person (`why_not`, docs/verdict.md)."""
+    return f"  Not {why_not['domain']}/{why_not['subdomain']} on {why_not['node'] or 'the job'}: {why_not['detail']}"
 
 
 def symptom_lines(verdict: dict) -> int:

@@ -48,7 +48,10 @@ def load_verdicts(con: duckdb.DuckDBPyConnection, attempt_ids: Sequence[str] | N
     if attempt_ids is not None:
         where = "WHERE attempt_id IN (SELECT unnest(?))"
         params = [list(attempt_ids)]
-    return [_verdict(row) for row in query(con, f"SELECT {', '.join(VERDICT_KEYS)} FROM attributions {where} ORDER BY attempt_id", params)]
+    # a warehouse no writer of this version has opened yet lacks the newer keys' columns: they read as null
+    present = {name for name, _ in table_columns(con, "attributions")}
+    columns = ", ".join(k if k in present else f"NULL AS {k}" for k in VERDICT_KEYS)
+    return [_verdict(row) for row in query(con, f"SELECT {columns} FROM attributions {where} ORDER BY attempt_id", params)]
 
 
 def _verdict(row: dict) -> dict:

@@ -96,6 +96,9 @@ CREATE TABLE IF NOT EXISTS runs (
 -- Incremental runs (nightly): sha256 over the spec and its resolved input files (connectors/fingerprint.py). Older
 -- warehouses gain the column here.
 ALTER TABLE attributions ADD COLUMN IF NOT EXISTS input_fingerprint VARCHAR;
+-- the strongest alternative cause of an attributed verdict and why it lost (docs/verdict.md); null before this column
+ALTER TABLE attributions ADD COLUMN IF NOT EXISTS why_not
+    STRUCT(domain VARCHAR, subdomain VARCHAR, node VARCHAR, score DOUBLE, position INTEGER, reason VARCHAR, detail VARCHAR);
 ALTER TABLE attribution_evidence ADD COLUMN IF NOT EXISTS kinds VARCHAR[];  -- warehouses from before kinds (struct fields: store.py)
 ALTER TABLE connector_reports ADD COLUMN IF NOT EXISTS lines_skipped BIGINT;  -- readable lines of a file skipped as binary
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS run_date VARCHAR;          -- nightly: the UTC day whose attempts ended
