@@ -53,6 +53,7 @@ MOVES = [
     ("survived_s", 600.0, "_thresholds::progress_320_s_after_a_link_down_survives_it"),
     ("late_penalty", 0.25, "_why_not::a_fatal_record_five_minutes_after_another_loses_as_late"),
     ("late_penalty", 1.0, "_rank::the_same_cuda_error_printed_after_the_net_ib_error_does_not_win_by_strength"),
+    ("inadmissible_penalty", 0.5, "_thresholds::a_survived_link_down_stays_behind_a_straggler"),
     ("skew_tolerance_s", 4.0, "_chains::a_cuda_error_on_another_node_than_the_xid_stays_its_own_cause"),
 ]
 
