@@ -53,8 +53,9 @@ class WarmRulePass:
 
 
 def _prepared(settings: AttributionSettings, version: str, filesystem) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(config={"threads": 1})
+    con = duckdb.connect()
     try:
+        con.execute("SET threads = 1")  # a pass is one process per core already; a second thread only costs
         if filesystem is not None:
             con.register_filesystem(filesystem)
         register_reference(con, settings, version)
