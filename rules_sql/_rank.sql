@@ -34,12 +34,6 @@ LEFT JOIN events e USING (attempt_id, event_id)
 LEFT JOIN event_clock k USING (attempt_id, event_id)
 WHERE h.role = 'root';
 
--- Each fact's time as an interval [ts_lo, ts_hi] (null: unbounded): an own stamp (and the scheduler's time) is a point;
--- an inherited stamp lies between the stamp it copies and the next own stamp of its file; a line without one is
--- bounded above by that next stamp only.
-CREATE OR REPLACE TEMP MACRO interval_lo(ts, own, quality) AS CASE WHEN own OR quality = 'inherited' THEN ts END;
-CREATE OR REPLACE TEMP MACRO interval_hi(ts, own, next_own_ts) AS CASE WHEN own THEN ts ELSE next_own_ts END;
-
 -- Every (effect hit, chain, cause) inside the chain's scope and window. A cause is a root hit of the cause's class, or,
 -- for a cause given by event kind alone, any event of that kind whatever role its rules gave it (`went_silent`: the
 -- node that went silent first while its peers' errors name it, silent_first_node, dated when it went silent). Times

@@ -21,16 +21,13 @@ WITH roots AS (
     WHERE h.role = 'root'
 ),
 stamped AS (
-    SELECT r.*, r.event_id IS NOT NULL AND own_stamp(r.raw_ts, r.ts_quality) AS own,
-           r.event_id IS NOT NULL AND r.ts IS NOT NULL AND r.ts_quality = 'inherited' AS inherited
+    SELECT r.*, r.event_id IS NOT NULL AND own_stamp(r.raw_ts, r.ts_quality) AS own
     FROM roots r
 )
-SELECT s.* EXCLUDE (inherited, next_own_ts),
+SELECT s.* EXCLUDE (next_own_ts),
        coalesce(s.culprit_node, min(s.culprit_node) OVER (PARTITION BY s.attempt_id, s.domain, s.subdomain), '') AS cause_node,
-       CASE WHEN s.own OR s.inherited THEN s.ts END AS ts_lo,
-       CASE WHEN s.own OR s.event_id IS NULL THEN s.ts
-            ELSE s.next_own_ts
-       END AS ts_hi,
+       interval_lo(s.ts, s.own, s.ts_quality) AS ts_lo,
+       CASE WHEN s.event_id IS NULL THEN s.ts ELSE interval_hi(s.ts, s.own, s.next_own_ts) END AS ts_hi,
        list_contains((SELECT list(severity) FROM advisory_severities), s.severity) AS advisory
 FROM stamped s;
 

@@ -119,6 +119,12 @@ CREATE OR REPLACE TEMP MACRO consensus_ts(ts, offset_s) AS ts - to_microseconds(
 -- Whether a line carries a stamp of its own (an inherited stamp is only a lower bound of when it was printed).
 CREATE OR REPLACE TEMP MACRO own_stamp(ts, quality) AS ts IS NOT NULL AND coalesce(quality, '') NOT IN ('inherited', 'none', 'monotonic');
 
+-- A line's time as an interval [ts_lo, ts_hi] (null: unbounded): an own stamp is a point; an inherited stamp lies
+-- between the stamp it copies and the next own stamp of its file; a line without one is bounded above by that next
+-- stamp only (event_clock.next_own_ts).
+CREATE OR REPLACE TEMP MACRO interval_lo(ts, own, quality) AS CASE WHEN own OR quality = 'inherited' THEN ts END;
+CREATE OR REPLACE TEMP MACRO interval_hi(ts, own, next_own_ts) AS CASE WHEN own THEN ts ELSE next_own_ts END;
+
 -- The clock each event's stamp was read on, as that clock's offset from the consensus (node_skew): an own stamp is
 -- read on its node's clock; an inherited stamp is copied from an earlier line of its file, so it is read on the clock
 -- of the node that writes the file when one node does (every own-stamped event and progress marker of the file is
