@@ -1,9 +1,12 @@
 -- id: segfault
--- detects: a native crash: the kernel's `segfault at … in libX`, or a signal handler's banner (Open MPI, UCX, gdb,
---          abseil, PRRTE) with the stack frames printed after it. Inside libnccl (the library named anywhere in the
---          frame line, or an nccl* function) it points at NCCL; elsewhere it is an application crash.
+-- detects: a native crash: the kernel's `segfault at … in libX`, a signal handler's banner (Open MPI, UCX, gdb,
+--          abseil, PRRTE) with the stack frames printed after it, or a launcher reporting a worker that died of a crash
+--          signal (torchrun's `failed (exitcode: -11)` and its error summary, DeepSpeed's `exits with return code =
+--          -11`: SIGILL, SIGBUS, SIGFPE, SIGSEGV; a worker killed (9), terminated (15) or aborted (6, as NCCL's
+--          watchdog does) did not crash). Inside libnccl (the library named anywhere in the frame line, or an nccl*
+--          function) it points at NCCL; elsewhere it is an application crash.
 -- domain: software/nccl, application/exception
--- inputs: events(kind in segfault, native_crash, native_frame)
+-- inputs: events(kind in segfault, native_crash, native_frame, torchrun_exit, torchrun_failure, deepspeed_exit)
 WITH crashes AS (
     SELECT e.*,
            CASE
@@ -15,13 +18,14 @@ WITH crashes AS (
            END AS library
     FROM events e
     WHERE e.kind IN ('segfault', 'native_crash')
+       OR (e.kind IN ('torchrun_exit', 'torchrun_failure', 'deepspeed_exit') AND e.exit_code IN (-4, -7, -8, -11))
 )
 SELECT attempt_id, event_id, 'segfault' AS rule_id, 'root' AS role,
        CASE WHEN library ILIKE 'libnccl%' THEN 'software' ELSE 'application' END AS domain,
        CASE WHEN library ILIKE 'libnccl%' THEN 'nccl' ELSE 'exception' END AS subdomain,
        coalesce(json_extract_string(fields, '$.crash_node'), node) AS culprit_node, rank AS culprit_rank, NULL AS gpu,
        'node' AS granularity, 0.65 AS strength, ts,
-       printf('%s of %s in %s on %s', coalesce(code_text, 'segfault'), coalesce(json_extract_string(fields, '$.process'), 'a process'),
+       printf('%s of %s in %s on %s', coalesce(code_text, CASE exit_code WHEN -11 THEN 'SIGSEGV' WHEN -7 THEN 'SIGBUS' WHEN -8 THEN 'SIGFPE' WHEN -4 THEN 'SIGILL' END, 'segfault'), coalesce(json_extract_string(fields, '$.process'), 'a process'),
               coalesce(library, '?'), coalesce(json_extract_string(fields, '$.crash_node'), node, '?')) AS summary,
        'investigate' AS action
 FROM crashes
