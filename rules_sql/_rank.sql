@@ -22,16 +22,19 @@ WHERE h.role = 'root' AND h.culprit_node IS NULL AND s.attempt_id = h.attempt_id
   AND h.domain = c.domain AND (c.subdomain IS NULL OR h.subdomain = c.subdomain);
 
 -- Causal chains (causal_chains, rules_sql/chains.yaml): the root hits and the events the chains compare, with the facts
--- their scopes and windows read. A hit's node is its culprit node, else the node that printed it.
+-- their scopes and windows read. A hit's node is its culprit node, else the node that printed it; its GPU its own, else
+-- the one its rank drives (gpu_ranks).
 CREATE OR REPLACE TEMP TABLE chain_facts AS
 SELECT h.attempt_id, h.rule_id, h.event_id, h.domain, h.subdomain, h.culprit_node, e.kind, e.code, e.code_text,
-       coalesce(h.culprit_node, e.node) AS node, coalesce(h.gpu, e.gpu) AS gpu, coalesce(h.culprit_rank, e.rank) AS rank,
+       coalesce(h.culprit_node, e.node) AS node, coalesce(h.gpu, e.gpu, g.gpu) AS gpu, coalesce(h.culprit_rank, e.rank) AS rank,
        e.device, e.peer_node, e.uri, e.line, consensus_ts(h.ts, k.offset_s) AS ts,
        h.ts IS NOT NULL AND (e.event_id IS NULL OR own_stamp(e.ts, e.ts_quality)) AS own_stamp,
        e.ts_quality, k.next_own_ts
 FROM rule_hits h
 LEFT JOIN events e USING (attempt_id, event_id)
 LEFT JOIN event_clock k USING (attempt_id, event_id)
+LEFT JOIN (SELECT attempt_id, node, rank, min(gpu) AS gpu FROM gpu_ranks GROUP BY ALL HAVING count(*) = 1) g
+       ON g.attempt_id = h.attempt_id AND g.node = coalesce(h.culprit_node, e.node) AND g.rank = coalesce(h.culprit_rank, e.rank)
 WHERE h.role = 'root';
 
 -- Every (effect hit, chain, cause) inside the chain's scope and window. A cause is a root hit of the cause's class, or,
@@ -81,7 +84,7 @@ linked AS (
     WHERE CASE x.scope
               WHEN 'job' THEN true
               WHEN 'node' THEN c.node = x.node OR (x.node IS NULL AND x.event_id IS NULL)  -- the scheduler's word names no node
-              WHEN 'gpu' THEN c.node = x.node AND c.gpu = x.gpu
+              WHEN 'gpu' THEN c.node = x.node AND (c.gpu IS NULL OR x.gpu IS NULL OR c.gpu = x.gpu)  -- the GPU where both name one
               WHEN 'rank' THEN c.rank = x.rank AND (c.node IS NULL OR x.node IS NULL OR c.node = x.node)
               WHEN 'device' THEN c.node = x.node AND c.device = x.device
               WHEN 'peer_address' THEN c.node = x.peer_node
