@@ -41,6 +41,7 @@ CHAIN_CASES = {
     "gpu_nvlink.explains.cuda_error": ("nvidia.xid.nvlink_fatal", "nvidia.xid.graphics_exception"),
     "gpu_firmware.explains.cuda_error": ("nvidia.xid.gsp_rpc_timeout", "nvidia.xid.graphics_exception"),
     "gpu_pcie.explains.cuda_error": ("linux.aer.error_received_fatal", "nvidia.xid.graphics_exception"),
+    "gpu_power.explains.cuda_error": ("nvidia.xid.aux_power", "nvidia.xid.mig_gpu_instance"),
     "cuda_error.explains.xid_13_31": ("pytorch.c10_cuda.device_side_assert", "nvidia.xid.graphics_exception"),
     "host_oom.explains.exception": ("slurm.task_cgroup.oom_kill_events", "pytorch.dataloader.workers_exited_unexpectedly"),
     "host_oom.explains.node_failure": ("slurm.task_cgroup.oom_kill_events", "slurm.srun.node_failure"),
