@@ -30,6 +30,44 @@ JOIN attempts a USING (attempt_id)
 CROSS JOIN params p
 WHERE e.ts IS NULL OR meets_window(e.ts, e.ts, a.start_ts, a.end_ts, p.lookback_s, p.grace_s);
 
+-- Each Xid's class, whoever reported it (the kernel's NVRM line, kind xid; DCGM's Xid field, kind dcgm_xid): the
+-- catalogue's, unless its spread says the GPU (DESIGN §4.2 item 8). An "application or GPU" Xid
+-- (xid_catalog.spread_subdomain) that the attempt reports on ONE GPU, which also logged one alone in another workload
+-- within gpu_history_days (gpu_xid_history, earlier nights only: rules_sql/gpu_history.py), follows the GPU:
+-- hardware/<spread_subdomain>, with those workloads and a note the rules add to their summaries.
+CREATE OR REPLACE TEMP VIEW xid_class AS
+WITH spread AS (
+    SELECT e.attempt_id, count(DISTINCT (e.node, e.gpu)) AS gpus
+    FROM events e JOIN xid_catalog c ON c.code = e.code
+    WHERE e.kind IN ('xid', 'dcgm_xid') AND c.spread_subdomain IS NOT NULL AND e.gpu IS NOT NULL
+    GROUP BY ALL
+),
+follows AS (  -- other workloads in which this GPU alone logged one
+    SELECT a.attempt_id, h.node, h.gpu, list_sort(list(DISTINCT h.workload_id)) AS workloads
+    FROM attempts a
+    CROSS JOIN params p
+    JOIN gpu_xid_history h ON h.cluster = a.cluster AND h.workload_id <> a.workload_id
+    WHERE h.gpus = 1 AND h.ts < a.start_ts
+      AND h.ts >= a.start_ts - to_microseconds(CAST(p.gpu_history_days * 86400e6 AS BIGINT))
+      AND h.end_ts < date_trunc('day', coalesce(a.end_ts, a.start_ts))
+    GROUP BY ALL
+)
+SELECT e.attempt_id, e.event_id, c.mnemonic, f.workloads,
+       CASE WHEN f.workloads IS NULL THEN c.typical_domain ELSE 'hardware' END AS typical_domain,
+       CASE WHEN f.workloads IS NULL THEN c.typical_subdomain ELSE c.spread_subdomain END AS typical_subdomain,
+       CASE WHEN f.workloads IS NOT NULL
+            THEN printf('; this GPU alone logged one in %d other workload%s within %g days (%s): it follows the GPU',
+                        len(f.workloads), CASE WHEN len(f.workloads) = 1 THEN '' ELSE 's' END, p.gpu_history_days,
+                        array_to_string(f.workloads, ', '))
+            ELSE '' END AS spread_note
+FROM events e
+JOIN xid_catalog c ON c.code = e.code
+CROSS JOIN params p
+LEFT JOIN spread s ON s.attempt_id = e.attempt_id
+LEFT JOIN follows f ON c.spread_subdomain IS NOT NULL AND s.gpus = 1 AND f.attempt_id = e.attempt_id
+                       AND f.node = e.node AND f.gpu = e.gpu
+WHERE e.kind IN ('xid', 'dcgm_xid');
+
 -- The node of every rank of an attempt: its context's listed ranks (`rank_map`), else node-major (rank = node index x
 -- gpus_per_node + local rank), generated here rather than stored rank by rank.
 CREATE OR REPLACE TEMP VIEW rank_nodes AS

@@ -1,14 +1,15 @@
 -- id: dcgm_gpu_health
 -- detects: GPU faults in DCGM metrics (transforms/metric_events.py) and in DCGM's health incidents as text
 --          (transforms/patterns/dcgm.yaml: double-bit ECC, row remapping, NVLink errors and links down).
---          `DCGM_FI_DEV_XID_ERRORS` changes are classified like xid_root through xid_catalog but weaker than the
+--          `DCGM_FI_DEV_XID_ERRORS` changes are classified like xid_root (the view xid_class: the catalogue, an
+--          "application or GPU" Xid decided by its spread) but weaker than the
 --          kernel line (the metric holds only the LAST Xid and drops repeats), so a kernel Xid on the same node joins
 --          it as one cause; ECC double-bit errors and row-remap failures -> GPU memory; NVLink CRC/replay/recovery
 --          error deltas -> NVLink; clock-event (throttle) bits only confirm a thermal/power cause unless a GPU stays
 --          throttled for >= 3 consecutive samples.
 -- domain: from xid_catalog (hardware/*, software/driver, application/cuda_error); hardware/gpu_memory, gpu_nvlink,
 --         gpu_thermal, gpu_power
--- inputs: events(kind in dcgm_xid, dcgm_ecc_dbe, dcgm_row_remap, dcgm_nvlink_errors, gpu_throttle), xid_catalog, gpu_ranks
+-- inputs: events(kind in dcgm_xid, dcgm_ecc_dbe, dcgm_row_remap, dcgm_nvlink_errors, gpu_throttle), xid_class, gpu_ranks
 WITH throttle AS (
     SELECT e.*,
            max(TRY_CAST(json_extract_string(e.fields, '$.run') AS INTEGER))
@@ -24,10 +25,10 @@ SELECT e.attempt_id, e.event_id, 'dcgm_gpu_health' AS rule_id,
        CASE WHEN c.typical_domain = 'hardware' THEN 0.8 WHEN c.typical_domain = 'software' THEN 0.65 ELSE 0.6 END AS strength,
        e.ts,
        printf('DCGM: Xid %d (%s) on %s GPU %s', e.code, coalesce(c.mnemonic, 'UNKNOWN_XID'), coalesce(e.node, '?'),
-              coalesce(e.gpu, json_extract_string(e.fields, '$.gpu_index'), '?')) AS summary,
+              coalesce(e.gpu, json_extract_string(e.fields, '$.gpu_index'), '?')) || coalesce(c.spread_note, '') AS summary,
        CASE WHEN c.typical_domain = 'hardware' THEN 'drain_node' WHEN c.typical_domain = 'software' THEN 'investigate' ELSE 'restart' END AS action
 FROM events e
-LEFT JOIN xid_catalog c ON c.code = e.code
+LEFT JOIN xid_class c ON c.attempt_id = e.attempt_id AND c.event_id = e.event_id
 LEFT JOIN gpu_ranks g ON g.attempt_id = e.attempt_id AND g.node = e.node AND g.gpu = e.gpu
 WHERE e.kind = 'dcgm_xid'
 UNION ALL

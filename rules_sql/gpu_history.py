@@ -1,4 +1,5 @@
-"""The `gpu_xid_history` relation xid_root.sql decides an "application or GPU" Xid by (docs/DESIGN.md §4.2 item 8)."""
+"""The `gpu_xid_history` relation the view xid_class (_views.sql) decides an "application or GPU" Xid by (docs/DESIGN.md
+§4.2 item 8), whether the kernel or DCGM reported it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ def register_gpu_history(con: duckdb.DuckDBPyConnection, warehouse: str, days: f
         "SELECT a.cluster, e.node, e.gpu, min(a.start_ts) - to_microseconds(CAST(? * 86400e6 AS BIGINT)), "
         "max(date_trunc('day', coalesce(a.end_ts, a.start_ts))) "
         "FROM events_all e JOIN attempts a USING (attempt_id) JOIN xid_catalog c ON c.code = e.code "
-        "WHERE e.kind = 'xid' AND c.spread_subdomain IS NOT NULL AND e.node IS NOT NULL AND e.gpu IS NOT NULL "
+        "WHERE e.kind IN ('xid', 'dcgm_xid') AND c.spread_subdomain IS NOT NULL AND e.node IS NOT NULL AND e.gpu IS NOT NULL "
         "AND a.cluster IS NOT NULL AND a.start_ts IS NOT NULL GROUP BY ALL ORDER BY ALL",
         [days]).fetchall()
     if not wanted or not Path(warehouse).exists():

@@ -4,43 +4,17 @@
 --          stopped answering, as with Xid 119) is the node's gpu_firmware at 0.75, below a fatal Xid and below what a
 --          COMPLETED attempt needs to count as failed
 -- domain: from xid_catalog.typical_domain / typical_subdomain (hardware/*, software/driver, application/cuda_error)
--- inputs: events(kind in xid, gsp_heartbeat), xid_catalog, gpu_ranks, attempts(gpu_model), gpu_xid_history
+-- inputs: events(kind in xid, gsp_heartbeat), xid_class, gpu_ranks, attempts(gpu_model)
 -- An "application or GPU" Xid (xid_catalog.spread_subdomain, from xid_spread.csv: NVIDIA's WORKFLOW_XID_13/_31) is
--- decided by its spread: on two or more GPUs of the attempt it follows the application (the catalogue's class); on
--- ONE GPU that also logged one, alone, in another workload within gpu_history_days (gpu_xid_history) it follows the
--- GPU: hardware/<spread_subdomain>, drain that node. Retries of the same workload are not another application.
+-- decided by its spread (the view xid_class, _views.sql, which dcgm_gpu_health.sql reads too): on two or more GPUs of
+-- the attempt it follows the application (the catalogue's class); on ONE GPU that also logged one, alone, in another
+-- workload within gpu_history_days (gpu_xid_history) it follows the GPU: hardware/<spread_subdomain>, drain that
+-- node. Retries of the same workload are not another application.
 -- On an NVL72 rack (GB200/GB300) an Xid 149 whose sub-code (bits 20-25 of the first payload word) is 0x20-0x25
 -- INVESTIGATE_PEER_DEVICE points at the far end of the link, which may sit on another tray: the reporting node stays
 -- the only node we can name, but the cause is localised to the NVLink `group` at reduced strength (HGX boards keep both
 -- ends inside the node, so there the node stays the culprit).
-WITH spread AS (
-    SELECT e.attempt_id, count(DISTINCT (e.node, e.gpu)) AS gpus
-    FROM events e JOIN xid_catalog c ON c.code = e.code
-    WHERE e.kind = 'xid' AND c.spread_subdomain IS NOT NULL AND e.gpu IS NOT NULL
-    GROUP BY ALL
-),
-follows AS (  -- other workloads in which this GPU alone logged one
-    SELECT a.attempt_id, h.node, h.gpu, list_sort(list(DISTINCT h.workload_id)) AS workloads
-    FROM attempts a
-    CROSS JOIN params p
-    JOIN gpu_xid_history h ON h.cluster = a.cluster AND h.workload_id <> a.workload_id
-    WHERE h.gpus = 1 AND h.ts < a.start_ts
-      AND h.ts >= a.start_ts - to_microseconds(CAST(p.gpu_history_days * 86400e6 AS BIGINT))
-      AND h.end_ts < date_trunc('day', coalesce(a.end_ts, a.start_ts))  -- earlier nights only (rules_sql/gpu_history.py)
-    GROUP BY ALL
-),
-xid_class AS (  -- each Xid event's class: the catalogue's, unless its spread says the GPU
-    SELECT e.attempt_id, e.event_id, c.mnemonic, f.workloads,
-           CASE WHEN f.workloads IS NULL THEN c.typical_domain ELSE 'hardware' END AS typical_domain,
-           CASE WHEN f.workloads IS NULL THEN c.typical_subdomain ELSE c.spread_subdomain END AS typical_subdomain
-    FROM events e
-    JOIN xid_catalog c ON c.code = e.code
-    LEFT JOIN spread s ON s.attempt_id = e.attempt_id
-    LEFT JOIN follows f ON c.spread_subdomain IS NOT NULL AND s.gpus = 1 AND f.attempt_id = e.attempt_id
-                           AND f.node = e.node AND f.gpu = e.gpu
-    WHERE e.kind = 'xid'
-),
-hits AS (
+WITH hits AS (
     SELECT
         e.attempt_id,
         e.event_id,
@@ -69,11 +43,7 @@ hits AS (
         printf('Xid %d (%s)%s on %s GPU %s', e.code, coalesce(e.code_text, c.mnemonic, 'UNKNOWN_XID'),
                CASE WHEN e.severity IS NOT NULL THEN ' ' || e.severity ELSE '' END,
                coalesce(e.node, '?'), coalesce(e.gpu, '?'))
-        || CASE WHEN c.workloads IS NOT NULL
-                THEN printf('; this GPU alone logged one in %d other workload%s within %g days (%s): it follows the GPU',
-                            len(c.workloads), CASE WHEN len(c.workloads) = 1 THEN '' ELSE 's' END, p.gpu_history_days,
-                            array_to_string(c.workloads, ', '))
-                ELSE '' END AS summary,
+        || coalesce(c.spread_note, '') AS summary,
         CASE
             WHEN c.typical_domain = 'hardware' THEN 'drain_node'
             WHEN c.typical_domain = 'software' THEN 'investigate'
@@ -86,7 +56,6 @@ hits AS (
             false) AS peer
     FROM events e
     LEFT JOIN xid_class c ON c.attempt_id = e.attempt_id AND c.event_id = e.event_id
-    CROSS JOIN params p
     LEFT JOIN gpu_ranks g ON g.attempt_id = e.attempt_id AND g.node = e.node AND g.gpu = e.gpu
     LEFT JOIN attempts a ON a.attempt_id = e.attempt_id
     WHERE e.kind = 'xid'

@@ -35,15 +35,25 @@ def _xid(day: int, hour: int, node: str, gpu: str) -> str:
             "(GPC 2, TPC 0, SM 0): Out Of Range Address")
 
 
-def _attempt(root: Path, cluster: str, workload: str, day: int, xids: list[tuple[str, str]], hour: int = 1):
+def _dcgm_xid(day: int, hour: int, node: str, gpu: str) -> list[str]:
+    """DCGM's Xid field on `gpu` going from 0 to 13 (its CSV rows, DCGM's form of the PCI id)."""
+    dcgm_gpu = f"0000{gpu.upper()}.0"
+    return [f"2026-11-{day:02d}T{hour:02d}:40:{s:02d}Z,{node},DCGM_FI_DEV_XID_ERRORS,{v},{dcgm_gpu}," for s, v in ((0, 0), (30, 13))]
+
+
+def _attempt(root: Path, cluster: str, workload: str, day: int, xids: list[tuple[str, str]], hour: int = 1,
+             dcgm: list[tuple[str, str]] = ()):
     """An attempt of `workload` on node-01/node-02 on Nov `day` (its attempt number) from `hour` for an hour, whose
-    syslog has Xid 13 on each (node, gpu); its spec is written beside its logs (a catalog entry)."""
+    syslog has Xid 13 on each (node, gpu) of `xids` and whose DCGM metrics report it on each of `dcgm`; its spec is
+    written beside its logs (a catalog entry)."""
     logs: dict[str, list[str]] = {}
     for node, gpu in xids:
         logs.setdefault(f"syslog/{node}", []).append(_xid(day, hour, node, gpu))
+    metrics = tuple(["ts,node,metric,value,gpu,port"] + [row for node, gpu in dcgm for row in _dcgm_xid(day, hour, node, gpu)]
+                    if dcgm else ())
     context = {"cluster": cluster, "workload_id": workload, "attempt": day, "start": f"2026-11-{day:02d}T{hour:02d}:00:00Z",
                "end": f"2026-11-{day:02d}T{hour + 1:02d}:00:00Z"}
-    case = Case("spread", f"{cluster}-{workload}-{day}", "positive", context, logs, {}, root)
+    case = Case("spread", f"{cluster}-{workload}-{day}", "positive", context, logs, {}, root, metrics)
     folder = root / case.name
     doc = write_case(case, folder)
     (folder / "spec.yaml").write_text(yaml.safe_dump(doc, sort_keys=True), encoding="utf-8")
@@ -138,6 +148,22 @@ def test_nightly_sees_earlier_nights_and_never_the_same_night_whatever_the_shard
                            ("b/first/29", "application", "cuda_error", "restart"),
                            ("b/second/29", "application", "cuda_error", "restart")]
     assert verdicts[1] == verdicts[0] and verdicts[2] == verdicts[0]
+
+
+def test_an_xid_dcgm_reported_is_history_and_is_decided_by_it(tmp_path):
+    """Night 20: `vision`'s Xid 13 on node-02's GPU is known only from DCGM's Xid field. Night 29: `llm` reports it on
+    that GPU alone, by DCGM (`dcgm`) or by the kernel (`kernel`): both follow the GPU; `quiet`, on another GPU, does
+    not."""
+    catalog, gpu = tmp_path / "catalog", ("node-02", GPUS[0])
+    history = [_attempt(catalog, "d", "vision", 20, [], dcgm=[gpu])]
+    tested = [_attempt(catalog, "d", "dcgm", 29, [], dcgm=[gpu]), _attempt(catalog, "d", "kernel", 29, [gpu], hour=3),
+              _attempt(catalog, "d", "quiet", 29, [], hour=5, dcgm=[("node-02", GPUS[1])])]
+    config = Config(lake=LakeSettings(str(tmp_path / "lake")), warehouse=WarehouseSettings(str(tmp_path / "wh.duckdb")))
+    run_attempts(history, config, flow="attempt")
+    rows = run_attempts(tested, config, flow="attempt").tables["attributions"].to_pylist()
+    got = sorted((row["workload_id"], row["domain"], row["subdomain"], row["action"]) for row in rows)
+    assert got == [("dcgm", "hardware", "gpu", "drain_node"), ("kernel", "hardware", "gpu", "drain_node"),
+                   ("quiet", "application", "cuda_error", "restart")]
 
 
 def test_the_history_lookup_asks_only_for_the_gpus_the_attempts_own_xids_name(family, monkeypatch):

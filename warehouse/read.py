@@ -158,21 +158,22 @@ def _read_with(path: str, wanted_columns: str, wanted: Sequence[tuple],
 
 
 def gpu_xid_history(path: str, wanted: Sequence[tuple], codes: Sequence[int]) -> pa.Table | None:
-    """The Xids of `codes` that earlier attempts logged on the wanted GPUs, as rows of the `gpu_xid_history` relation:
+    """The Xids of `codes` that earlier attempts logged on the wanted GPUs (the kernel's or DCGM's report), as rows of the
+    `gpu_xid_history` relation:
     `wanted` rows are (cluster, node, gpu, since, until): Xids stamped since `since` of attempts that ended before
     `until`. Only those nodes' Xid rows are read (the filters reach the scan), never the whole history."""
     nodes = sorted({w[1] for w in wanted})
     since = min(w[3] for w in wanted)
     family = f"e.code IN ({', '.join(str(int(c)) for c in sorted(set(codes)))})"
     return _read_with(path, "cluster VARCHAR, node VARCHAR, gpu VARCHAR, since TIMESTAMP, until TIMESTAMP", wanted, lambda con: con.sql(
-        "WITH xids AS (SELECT * FROM events e WHERE e.kind = 'xid' AND e.gpu IS NOT NULL AND " + family + " AND "
+        "WITH xids AS (SELECT * FROM events e WHERE e.kind IN ('xid', 'dcgm_xid') AND e.gpu IS NOT NULL AND " + family + " AND "
         f"e.node IN ({', '.join('?' for _ in nodes)}) AND e.ts >= ?), "
         "hits AS (SELECT a.cluster, a.workload_id, e.attempt_id, e.node, e.gpu, min(e.ts) AS ts, "
         "CAST(any_value(a.end_ts) AS TIMESTAMP) AS end_ts FROM xids e JOIN attributions a USING (attempt_id) "
         "JOIN wanted w ON w.cluster = a.cluster AND w.node = e.node AND w.gpu = e.gpu "
         "WHERE e.ts >= w.since AND a.end_ts < w.until GROUP BY ALL), "
         "spread AS (SELECT e.attempt_id, count(DISTINCT (e.node, e.gpu)) AS gpus FROM events e "
-        "WHERE e.attempt_id IN (SELECT attempt_id FROM hits) AND e.kind = 'xid' AND e.gpu IS NOT NULL AND " + family + " "
+        "WHERE e.attempt_id IN (SELECT attempt_id FROM hits) AND e.kind IN ('xid', 'dcgm_xid') AND e.gpu IS NOT NULL AND " + family + " "
         "GROUP BY ALL) "
         "SELECT h.*, s.gpus FROM hits h JOIN spread s USING (attempt_id) ORDER BY ALL",
         params=[*nodes, since]).to_arrow_table())
