@@ -111,7 +111,7 @@ QUALIFY row_number() OVER (PARTITION BY attempt_id, rule_id, event_id, domain, s
 
 -- A root hit a chain links to a cause is that cause's symptom (a recovered one is ignored), whatever its own strength.
 UPDATE rule_hits h
-SET role = CASE l.relation WHEN 'recovered' THEN 'ignored' ELSE 'symptom' END, domain = NULL, subdomain = NULL, strength = 0.0,
+SET role = CASE l.relation WHEN 'recovered' THEN 'ignored' ELSE 'symptom' END, domain = NULL, subdomain = NULL, strength = strength('none'),
     summary = h.summary || printf(' [%s %s on %s: chain %s]', CASE l.relation WHEN 'recovered' THEN 'recovered by' ELSE 'symptom of' END,
                                   coalesce(l.cause_kind, 'the scheduler state'), coalesce(l.cause_node, '?'), l.chain_id)
 FROM chain_links l

@@ -24,6 +24,7 @@ from firstfault.config import (
 )
 from firstfault.errors import BadInput
 from firstfault.rules_sql.chains import chains_path
+from firstfault.rules_sql.strengths import strengths_path
 from firstfault.run import attribute, land
 
 DEFAULT_CONTEXT = {
@@ -55,7 +56,7 @@ def load_cases(folders: list[Path]) -> list[Case]:
     cases = []
     for folder in folders:
         for path in sorted(Path(folder).glob("*.yaml")):
-            if path.resolve() == chains_path().resolve():  # the causal chains table beside the rules, not a fixture file
+            if path.resolve() in (chains_path().resolve(), strengths_path().resolve()):  # tables beside the rules, not fixture files
                 continue
             try:
                 doc = yamlio.safe_load(path.read_text(encoding="utf-8")) or {}

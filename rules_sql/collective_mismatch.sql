@@ -36,7 +36,7 @@ scored AS (
 -- a minority exists: each minority rank is a culprit
 SELECT attempt_id, event_id, 'collective_mismatch' AS rule_id, 'root' AS role, 'application' AS domain,
        'collective_mismatch' AS subdomain, node AS culprit_node, rank AS culprit_rank, NULL AS gpu, 'group' AS granularity,
-       0.8 AS strength, ts,
+       strength('collective_mismatch') AS strength, ts,
        printf('collective mismatch at SeqNum %d: rank %s issued %s while most ranks issued another (%s)', seq,
               coalesce(CAST(rank AS VARCHAR), '?'), signature, sigs) AS summary,
        'stop' AS action
@@ -45,7 +45,7 @@ WHERE n_max > n_min AND n_sig < n_max
 UNION ALL
 -- no minority: the group as a whole (no culprit node), anchored on the earliest timeout
 SELECT attempt_id, arg_min(event_id, (ts, event_id)), 'collective_mismatch', 'root', 'application',
-       'collective_mismatch', NULL, NULL, NULL, 'group', 0.8, min(ts),
+       'collective_mismatch', NULL, NULL, NULL, 'group', strength('collective_mismatch'), min(ts),
        printf('collective mismatch at SeqNum %d: ranks issued different collectives (%s)', seq, min(sigs)),
        'stop'
 FROM scored

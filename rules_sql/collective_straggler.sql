@@ -45,7 +45,7 @@ silent AS (  -- rank-map ranks without a timeout while (almost) everyone else ti
 )
 SELECT b.attempt_id, b.event_id, 'collective_straggler' AS rule_id, 'root' AS role, 'infrastructure' AS domain,
        'hang' AS subdomain, coalesce(m.node, b.node) AS culprit_node, b.rank AS culprit_rank, NULL AS gpu,
-       'rank' AS granularity, 0.6 AS strength, b.ts,
+       'rank' AS granularity, strength('collective_straggler') AS strength, b.ts,
        printf('rank %d%s never reached work %d of PG %s (last enqueued %d, last completed %d) while %d rank(s) wait in it',
               b.rank, CASE WHEN coalesce(m.node, b.node) IS NOT NULL THEN ' on ' || coalesce(m.node, b.node) ELSE '' END,
               b.victim_w, CASE WHEN b.pg = '' THEN '?' ELSE b.pg END, b.e, b.c, b.victims) AS summary,
@@ -53,7 +53,7 @@ SELECT b.attempt_id, b.event_id, 'collective_straggler' AS rule_id, 'root' AS ro
 FROM behind b
 LEFT JOIN rank_nodes m ON m.attempt_id = b.attempt_id AND m.rank = b.rank
 UNION ALL
-SELECT attempt_id, NULL, 'collective_straggler', 'root', 'infrastructure', 'hang', node, rank, NULL, 'rank', 0.5, first_ts,
+SELECT attempt_id, NULL, 'collective_straggler', 'root', 'infrastructure', 'hang', node, rank, NULL, 'rank', strength('collective_straggler.silent_rank'), first_ts,
        printf('rank %d on %s printed no watchdog timeout while %d of %d ranks timed out', rank, coalesce(node, '?'),
               reporting, ranks),
        'restart_excluding_nodes'

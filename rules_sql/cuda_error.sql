@@ -34,10 +34,10 @@ SELECT attempt_id, event_id, 'cuda_error' AS rule_id, 'root' AS role,
        CASE WHEN NOT job_wide THEN node END AS culprit_node, rank AS culprit_rank, gpu,
        CASE WHEN job_wide THEN 'job' WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
        CASE
-           WHEN cause <> 'application/cuda_error' THEN 0.6  -- the kernel record (Xid) is the stronger witness
-           WHEN code_text ILIKE '%unspecified launch failure%' OR code_text ILIKE '%unknown error%' THEN 0.5
-           WHEN kind = 'nccl_cuda' THEN 0.65  -- the library's report of the failed call, one step from the raise
-           ELSE 0.75
+           WHEN cause <> 'application/cuda_error' THEN strength('cuda_error.hardware')  -- the kernel record (Xid) is the stronger witness
+           WHEN code_text ILIKE '%unspecified launch failure%' OR code_text ILIKE '%unknown error%' THEN strength('cuda_error.unspecified')
+           WHEN kind = 'nccl_cuda' THEN strength('cuda_error.nccl_report')  -- the library's report of the failed call, one step from the raise
+           ELSE strength('cuda_error.application')
        END AS strength, ts,
        printf('CUDA error on %s%s: %s', CASE WHEN job_wide THEN 'several nodes' ELSE coalesce(node, '?') END,
               CASE WHEN rank IS NOT NULL AND NOT job_wide THEN ' rank ' || rank ELSE '' END, code_text) AS summary,

@@ -5,7 +5,7 @@
 -- inputs: events(kind in cuda_oom, nccl_cuda)
 SELECT attempt_id, event_id, 'cuda_oom' AS rule_id, 'root' AS role, 'application' AS domain, 'cuda_oom' AS subdomain,
        node AS culprit_node, rank AS culprit_rank, gpu, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
-       0.85 AS strength, ts,
+       strength('cuda_oom') AS strength, ts,
        printf('CUDA out of memory on %s%s', coalesce(node, '?'), CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END) AS summary,
        'stop' AS action
 FROM events

@@ -22,7 +22,7 @@ SELECT e.attempt_id, e.event_id, 'dcgm_gpu_health' AS rule_id,
        nullif(c.typical_domain, 'info') AS domain, nullif(c.typical_subdomain, 'info') AS subdomain,
        e.node AS culprit_node, coalesce(g.rank, e.rank) AS culprit_rank, e.gpu,
        CASE WHEN e.gpu IS NOT NULL THEN 'gpu' ELSE 'node' END AS granularity,
-       CASE WHEN c.typical_domain = 'hardware' THEN 0.8 WHEN c.typical_domain = 'software' THEN 0.65 ELSE 0.6 END AS strength,
+       CASE WHEN c.typical_domain = 'hardware' THEN strength('dcgm.hardware') WHEN c.typical_domain = 'software' THEN strength('dcgm.software') ELSE strength('dcgm.other') END AS strength,
        e.ts,
        printf('DCGM: Xid %d (%s) on %s GPU %s', e.code, coalesce(c.mnemonic, 'UNKNOWN_XID'), coalesce(e.node, '?'),
               coalesce(e.gpu, json_extract_string(e.fields, '$.gpu_index'), '?')) || coalesce(c.spread_note, '') AS summary,
@@ -36,10 +36,10 @@ SELECT e.attempt_id, e.event_id, 'dcgm_gpu_health', 'root', 'hardware',
        CASE WHEN e.kind = 'dcgm_nvlink_errors' THEN 'gpu_nvlink' ELSE 'gpu_memory' END,
        e.node, g.rank, e.gpu, CASE WHEN e.gpu IS NOT NULL THEN 'gpu' ELSE 'node' END,
        CASE
-           WHEN e.kind = 'dcgm_ecc_dbe' THEN 0.8
-           WHEN e.kind = 'dcgm_row_remap' AND e.code_text = 'failure' THEN 0.8
-           WHEN e.kind = 'dcgm_row_remap' THEN 0.65
-           ELSE 0.6
+           WHEN e.kind = 'dcgm_ecc_dbe' THEN strength('dcgm.memory_failure')
+           WHEN e.kind = 'dcgm_row_remap' AND e.code_text = 'failure' THEN strength('dcgm.memory_failure')
+           WHEN e.kind = 'dcgm_row_remap' THEN strength('dcgm.row_remapped')
+           ELSE strength('dcgm.nvlink_errors')
        END,
        e.ts,
        printf('DCGM: %s on %s GPU %s', CASE e.kind
@@ -56,7 +56,7 @@ SELECT t.attempt_id, t.event_id, 'dcgm_gpu_health',
        CASE WHEN t.longest_run >= 3 THEN 'root' ELSE 'confirmation' END, 'hardware',
        CASE WHEN t.code_text = 'power' THEN 'gpu_power' ELSE 'gpu_thermal' END,
        t.node, g.rank, t.gpu, CASE WHEN t.gpu IS NOT NULL THEN 'gpu' ELSE 'node' END,
-       CASE WHEN t.longest_run >= 3 THEN 0.5 ELSE 0.3 END, t.ts,
+       CASE WHEN t.longest_run >= 3 THEN strength('dcgm.throttled') ELSE strength('dcgm.throttle_sample') END, t.ts,
        printf('DCGM: GPU %s on %s %s-throttled (clock event reasons %d, %d consecutive sample(s))',
               coalesce(t.gpu, json_extract_string(t.fields, '$.gpu_index'), '?'), coalesce(t.node, '?'), t.code_text, t.code,
               t.longest_run),

@@ -1,7 +1,7 @@
 """Run the SQL rules over the events of many attempts at once and build their verdict rows.
 
 The caller registers the lake's relations on the connection: `events_all` (events, DESIGN §3), `progress` (training
-progress per rank and minute), `attempts` (one context row per attempt), `reports` (connector reports) — plus this module adds `xid_catalog`, `exception_symptoms` (rules_sql/exception_symptoms.py) and `params`. Every rule file
+progress per rank and minute), `attempts` (one context row per attempt), `reports` (connector reports) — plus this module adds `xid_catalog`, `exception_symptoms` (rules_sql/exception_symptoms.py), `strengths` with its macro `strength(key)` (rules_sql/strengths.py) and `params`. Every rule file
 is one SELECT returning rule hits (DESIGN §4); they are checked for the contract's columns, UNIONed, ranked
 (`_rank.sql`) and turned into verdict rows (the other RANKING_SCRIPTS).
 
@@ -41,6 +41,7 @@ from firstfault.schema import (
 )
 from firstfault.rules_sql.exception_symptoms import shipped_exception_symptoms
 from firstfault.rules_sql.selection import needed_rules
+from firstfault.rules_sql.strengths import check_strength_keys, register_strengths, strengths_path
 from firstfault.transforms.messages import catalogue_dir
 
 HEADER_KEYS = ("id", "detects", "domain", "inputs")
@@ -121,6 +122,7 @@ def load_rule(path: Path) -> Rule:
     text = path.read_text(encoding="utf-8")
     header = parse_header(text)
     _check_header(path, header)
+    check_strength_keys(path, text)
     return Rule(header["id"], path, text.rstrip().rstrip(";"), header)
 
 
@@ -136,6 +138,7 @@ def _check_header(path: Path, header: dict) -> None:
 
 
 def _load_python_rule(path: Path) -> Rule:
+    check_strength_keys(path, path.read_text(encoding="utf-8"))
     module_name = f"firstfault_rule_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}_{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -192,11 +195,11 @@ def load_rules(extra_dirs: Sequence[Path] = ()) -> list[Rule]:
 
 def rules_version(rules: Sequence[Rule], settings: AttributionSettings, pattern_dirs: Sequence[Path] = ()) -> str:
     """What decides a verdict besides the attempt's own input: the rule, view and ranking files, the patterns, the
-    message and Xid catalogues, the chains, and the [attribution] settings (new thresholds are a new judgement: the
+    message and Xid catalogues, the chains, the strengths, and the [attribution] settings (new thresholds are a new judgement: the
     nightly attributes every attempt again)."""
     digest = hashlib.sha256()
     scripts = [builtin_rules_dir() / name for name in (VIEWS_SCRIPT, *RANKING_SCRIPTS)]
-    files = [r.path for r in rules] + scripts + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path(), xid_spread_path(), chains_path()]
+    files = [r.path for r in rules] + scripts + sorted(patterns_dir().glob("*.yaml")) + [xid_catalog_path(), xid_spread_path(), chains_path(), strengths_path()]
     files += [p for d in pattern_dirs for p in sorted(Path(d).glob("*.yaml"))]
     files += sorted(catalogue_dir().glob("*.yaml"))  # exception_symptoms comes from the message catalogue
     for path in sorted(files, key=lambda p: (p.name, str(p))):
@@ -219,6 +222,7 @@ def register_reference(con: duckdb.DuckDBPyConnection, settings: AttributionSett
         "ON s.code = c.code"
     )
     register_chains(con)
+    register_strengths(con)
     values = asdict(settings)
     cols = ", ".join(f"CAST(? AS DOUBLE) AS {k}" for k in values)
     con.execute(f"CREATE OR REPLACE TEMP TABLE params AS SELECT {cols}, CAST(? AS VARCHAR) AS rules_version", [*values.values(), version])

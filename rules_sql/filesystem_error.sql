@@ -8,9 +8,9 @@
 SELECT attempt_id, event_id, 'filesystem_error' AS rule_id, CASE WHEN kind = 'raid_member_failure' THEN 'confirmation' ELSE 'root' END AS role, 'software' AS domain, 'filesystem' AS subdomain,
        node AS culprit_node, rank AS culprit_rank, NULL AS gpu, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
        CASE
-           WHEN kind = 'raid_failed' OR (kind = 'fs_error' AND code_text IN ('remount_ro', 'shutdown')) THEN 0.8  -- no more writes
-           WHEN kind IN ('fs_error', 'block_io_error', 'io_error') THEN 0.7
-           ELSE 0.6  -- NFS / Lustre clients retry: the outage is real, whether it ended the job less so
+           WHEN kind = 'raid_failed' OR (kind = 'fs_error' AND code_text IN ('remount_ro', 'shutdown')) THEN strength('filesystem.no_more_writes')  -- no more writes
+           WHEN kind IN ('fs_error', 'block_io_error', 'io_error') THEN strength('filesystem.io_error')
+           ELSE strength('filesystem.network_client')  -- NFS / Lustre clients retry: the outage is real, whether it ended the job less so
        END AS strength, ts,
        printf('%s on %s: %s',
               CASE kind WHEN 'block_io_error' THEN 'block I/O error' WHEN 'fs_error' THEN 'filesystem error'

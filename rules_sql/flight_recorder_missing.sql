@@ -68,7 +68,7 @@ chosen AS (  -- one PG family per attempt: the wavefront, else model-parallel ->
 )
 SELECT m.attempt_id, m.dump_event AS event_id, 'flight_recorder_missing' AS rule_id, 'root' AS role,
        'infrastructure' AS domain, 'hang' AS subdomain, m.node AS culprit_node, m.rank AS culprit_rank, NULL AS gpu,
-       'rank' AS granularity, 0.6 AS strength, m.dump_ts AS ts,
+       'rank' AS granularity, strength('flight_recorder_missing') AS strength, m.dump_ts AS ts,
        printf('flight recorder: rank %d%s never reached %s seq %d of PG %s (%s); its last was %s', m.rank,
               CASE WHEN m.node IS NOT NULL THEN ' on ' || m.node ELSE '' END,
               'collective', m.front, m.pg, m.pg_desc, coalesce(CAST(m.reached AS VARCHAR), 'none')) AS summary,

@@ -7,7 +7,7 @@
 SELECT e.attempt_id, e.event_id, 'gpu_fallen_off_bus' AS rule_id, 'root' AS role,
        'hardware' AS domain, 'gpu_lost' AS subdomain, e.node AS culprit_node, coalesce(g.rank, e.rank) AS culprit_rank,
        e.gpu, CASE WHEN e.gpu IS NOT NULL THEN 'gpu' ELSE 'node' END AS granularity,
-       CASE WHEN e.code_text = 'GPU is lost' THEN 0.85 ELSE 0.95 END AS strength, e.ts,
+       CASE WHEN e.code_text = 'GPU is lost' THEN strength('gpu_fallen_off_bus.lost') ELSE strength('gpu_fallen_off_bus.fallen') END AS strength, e.ts,
        printf('GPU %s on %s has fallen off the bus', coalesce(e.gpu, '?'), coalesce(e.node, '?')) AS summary,
        'drain_node' AS action
 FROM events e

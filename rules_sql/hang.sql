@@ -46,9 +46,9 @@ SELECT attempt_id, event_id, 'hang' AS rule_id,
        CASE WHEN time_limited THEN 'root' ELSE 'confirmation' END AS role, 'infrastructure' AS domain, 'hang' AS subdomain,
        NULL AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu, 'job' AS granularity,
        CASE
-           WHEN time_limited AND silent_s >= 2 * timeout_s THEN 0.65
-           WHEN time_limited AND watchdog_timeouts = 0 THEN 0.35
-           ELSE 0.4
+           WHEN time_limited AND silent_s >= 2 * timeout_s THEN strength('hang.long_silence_time_limit')
+           WHEN time_limited AND watchdog_timeouts = 0 THEN strength('hang.short_silence_time_limit')
+           ELSE strength('hang.watchdog')
        END AS strength,
        CASE
            WHEN watchdog_ts IS NOT NULL THEN watchdog_ts

@@ -6,7 +6,7 @@ SELECT e.attempt_id, e.event_id, 'host_memory_error' AS rule_id,
        CASE WHEN e.kind = 'slurm_memory_error' OR e.severity = 'fatal' THEN 'root' ELSE 'confirmation' END AS role,
        'hardware' AS domain, 'host_memory' AS subdomain,
        coalesce(e.node, json_extract_string(e.fields, '$.slurm_node')) AS culprit_node, NULL::INTEGER AS culprit_rank,
-       NULL AS gpu, 'node' AS granularity, 0.85 AS strength, e.ts,
+       NULL AS gpu, 'node' AS granularity, strength('host_memory_error') AS strength, e.ts,
        printf('uncorrectable host memory error on %s', coalesce(e.node, json_extract_string(e.fields, '$.slurm_node'), '?')) AS summary,
        'drain_node' AS action
 FROM events e

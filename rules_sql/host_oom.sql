@@ -30,7 +30,7 @@ SELECT attempt_id, event_id, 'host_oom' AS rule_id,
        CASE WHEN kind = 'oom_invoked' THEN 'confirmation' ELSE 'root' END AS role,
        'application' AS domain, 'host_oom' AS subdomain,
        oom_node AS culprit_node, rank AS culprit_rank, NULL AS gpu,
-       'node' AS granularity, CASE kind WHEN 'host_oom' THEN 0.85 WHEN 'slurm_oom' THEN 0.75 ELSE 0.8 END AS strength, ts,
+       'node' AS granularity, CASE kind WHEN 'host_oom' THEN strength('host_oom.kernel_kill') WHEN 'slurm_oom' THEN strength('host_oom.slurmstepd') ELSE strength('host_oom.kill_record') END AS strength, ts,
        printf('host out of memory on %s: %s', coalesce(oom_node, '?'), left(message, 140)) AS summary,
        'stop' AS action
 FROM oom

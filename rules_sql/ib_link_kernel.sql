@@ -24,7 +24,7 @@ SELECT e.attempt_id, e.event_id, 'ib_link_kernel' AS rule_id,
            ELSE 'ib_link'
        END AS subdomain,
        e.node AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu, 'node' AS granularity,
-       CASE WHEN e.severity IN ('nonfatal', 'advisory') THEN 0.45 WHEN e.kind = 'nccl_ofi_resource' THEN 0.6 WHEN e.kind IN ('nic_health', 'nccl_ib_async') THEN 0.75 ELSE 0.8 END AS strength, e.ts,
+       CASE WHEN e.severity IN ('nonfatal', 'advisory') THEN strength('ib_link.advisory') WHEN e.kind = 'nccl_ofi_resource' THEN strength('ib_link.ofi_resource') WHEN e.kind IN ('nic_health', 'nccl_ib_async') THEN strength('ib_link.nic_event') ELSE strength('ib_link.down') END AS strength, e.ts,
        printf('%s %s on %s', CASE e.kind WHEN 'ib_link' THEN 'link ' || coalesce(e.code_text, '') WHEN 'nic_health' THEN 'NIC health:'
                           WHEN 'nccl_ib_async' THEN 'NCCL HCA async event:' WHEN 'nccl_ofi_resource' THEN 'EFA plugin could not open its NIC:'
                           ELSE 'port module event:' END,

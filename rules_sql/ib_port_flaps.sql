@@ -58,11 +58,11 @@ SELECT p.attempt_id, p.event_id, 'ib_port_flaps' AS rule_id,
        END AS subdomain,
        p.node AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu, 'link' AS granularity,
        CASE
-           WHEN p.kind = 'ib_port_up' OR NOT p.in_window THEN 0.0
-           WHEN NOT p.is_outage AND pp.outages = 0 THEN 0.5
-           WHEN NOT p.is_outage THEN 0.3
-           WHEN pp.outages >= 3 THEN 0.85
-           ELSE 0.75
+           WHEN p.kind = 'ib_port_up' OR NOT p.in_window THEN strength('none')
+           WHEN NOT p.is_outage AND pp.outages = 0 THEN strength('ib_port.errors')
+           WHEN NOT p.is_outage THEN strength('ib_port.counter_beside_outage')
+           WHEN pp.outages >= 3 THEN strength('ib_port.flapping')
+           ELSE strength('ib_port.outage')
        END AS strength,
        CASE
            WHEN NOT p.in_window OR p.cutoff IS NULL THEN p.ts

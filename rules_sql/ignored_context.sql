@@ -6,7 +6,7 @@
 -- domain: none
 -- inputs: events
 SELECT attempt_id, event_id, 'ignored_context' AS rule_id, 'ignored' AS role, NULL AS domain, NULL AS subdomain,
-       node AS culprit_node, rank AS culprit_rank, gpu, 'rank' AS granularity, 0.0 AS strength, ts,
+       node AS culprit_node, rank AS culprit_rank, gpu, 'rank' AS granularity, strength('none') AS strength, ts,
        printf('%s (context)', kind) AS summary, NULL AS action
 FROM events
 WHERE kind IN ('advice', 'torch_dump_notice', 'torch_dump_signal', 'nccl_comm_init', 'nccl_net_using', 'nccl_bootstrap',

@@ -8,7 +8,7 @@
 -- inputs: events(kind in kernel_panic, kernel_oops, soft_lockup, cpu_stall, hung_task)
 SELECT attempt_id, event_id, 'kernel_fault' AS rule_id, 'root' AS role, 'software' AS domain, 'kernel' AS subdomain,
        node AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu, 'node' AS granularity,
-       CASE WHEN kind = 'kernel_panic' THEN 0.85 WHEN kind IN ('kernel_oops', 'soft_lockup', 'cpu_stall') THEN 0.55 ELSE 0.45 END AS strength, ts,
+       CASE WHEN kind = 'kernel_panic' THEN strength('kernel_fault.panic') WHEN kind IN ('kernel_oops', 'soft_lockup', 'cpu_stall') THEN strength('kernel_fault.lockup') ELSE strength('kernel_fault.hung_task') END AS strength, ts,
        printf('%s on %s%s', CASE kind WHEN 'kernel_panic' THEN 'kernel panic' WHEN 'soft_lockup' THEN 'soft lockup' WHEN 'kernel_oops' THEN 'kernel oops'
                           WHEN 'cpu_stall' THEN replace(code_text, '_', ' ') ELSE 'hung task' END,
               coalesce(node, '?'),

@@ -43,11 +43,11 @@ SELECT attempt_id, event_id, 'kubernetes_disruption' AS rule_id,
        CASE WHEN cause = 'node_failure' THEN node END AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu,
        CASE WHEN cause = 'node_failure' THEN 'node' ELSE 'job' END AS granularity,
        CASE
-           WHEN cause IS NULL THEN 0.0
-           WHEN cause = 'preemption' THEN CASE kind WHEN 'kueue_evicted' THEN 0.8 ELSE 0.75 END
-           WHEN cause = 'node_failure' THEN CASE WHEN node_named_down THEN 0.7 ELSE 0.6 END
-           WHEN cause = 'time_limit' THEN 0.6
-           ELSE 0.55
+           WHEN cause IS NULL THEN strength('none')
+           WHEN cause = 'preemption' THEN CASE kind WHEN 'kueue_evicted' THEN strength('kubernetes.kueue_preemption') ELSE strength('kubernetes.pod_preemption') END
+           WHEN cause = 'node_failure' THEN CASE WHEN node_named_down THEN strength('kubernetes.node_named_down') ELSE strength('kubernetes.node_failure') END
+           WHEN cause = 'time_limit' THEN strength('kubernetes.time_limit')
+           ELSE strength('kubernetes.other')
        END AS strength,
        ts,
        CASE kind
@@ -60,7 +60,7 @@ SELECT attempt_id, event_id, 'kubernetes_disruption' AS rule_id,
             WHEN cause IS NOT NULL THEN 'restart' END AS action
 FROM classified
 UNION ALL
-SELECT attempt_id, event_id, 'kubernetes_disruption', 'symptom', NULL, NULL, node, rank, NULL, 'node', 0.0, ts,
+SELECT attempt_id, event_id, 'kubernetes_disruption', 'symptom', NULL, NULL, node, rank, NULL, 'node', strength('none'), ts,
        printf('container %s of pod %s on %s exited with code %d%s', coalesce(json_extract_string(fields, '$.container'), '?'),
               coalesce(json_extract_string(fields, '$.pod'), '?'), coalesce(node, '?'), exit_code,
               coalesce(' (signal ' || signal || ')', '')),
@@ -70,7 +70,7 @@ WHERE kind = 'container_exit' AND exit_code <> 0
 UNION ALL
 SELECT e.attempt_id, e.event_id, 'kubernetes_disruption', CASE WHEN d.attempt_id IS NULL THEN 'root' ELSE 'symptom' END,
        CASE WHEN d.attempt_id IS NULL THEN 'infrastructure' END, CASE WHEN d.attempt_id IS NULL THEN 'node_failure' END,
-       e.node, NULL, NULL, 'node', CASE WHEN d.attempt_id IS NULL THEN 0.6 ELSE 0.0 END, e.ts,
+       e.node, NULL, NULL, 'node', CASE WHEN d.attempt_id IS NULL THEN strength('kubernetes.node_failure') ELSE strength('none') END, e.ts,
        printf('node %s NotReady (the node controller stopped hearing from its kubelet)%s', coalesce(e.node, '?'),
               CASE WHEN d.attempt_id IS NOT NULL THEN '; every node went NotReady at once' ELSE '' END),
        CASE WHEN d.attempt_id IS NULL THEN 'restart_excluding_nodes' END

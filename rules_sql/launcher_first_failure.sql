@@ -53,6 +53,6 @@ suspects AS (
 )
 SELECT s.attempt_id, s.event_id, 'launcher_first_failure' AS rule_id, 'confirmation' AS role, d.domain,
        NULL AS subdomain, s.node AS culprit_node, s.rank AS culprit_rank, NULL AS gpu, 'rank' AS granularity,
-       0.3 AS strength, s.ts, s.summary, NULL AS action
+       strength('launcher_first_failure') AS strength, s.ts, s.summary, NULL AS action
 FROM suspects s
 CROSS JOIN (VALUES ('hardware'), ('software'), ('application'), ('infrastructure'), ('network')) d(domain)

@@ -5,7 +5,7 @@
 -- domain: application/nan
 -- inputs: events(kind = nan_loss)
 SELECT attempt_id, event_id, 'nan_loss' AS rule_id, 'root' AS role, 'application' AS domain, 'nan' AS subdomain,
-       NULL AS culprit_node, rank AS culprit_rank, NULL AS gpu, 'job' AS granularity, 0.7 AS strength, ts,
+       NULL AS culprit_node, rank AS culprit_rank, NULL AS gpu, 'job' AS granularity, strength('nan_loss') AS strength, ts,
        printf('training diverged (%s) on %s%s', coalesce(json_extract_string(fields, '$.what'), 'NaN'), coalesce(node, '?'),
               CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END) AS summary,
        'stop' AS action

@@ -4,7 +4,7 @@
 -- domain: none (symptoms)
 -- inputs: events
 SELECT attempt_id, event_id, 'nccl_cascade' AS rule_id, 'symptom' AS role, NULL AS domain, NULL AS subdomain,
-       node AS culprit_node, rank AS culprit_rank, gpu, 'rank' AS granularity, 0.0 AS strength, ts,
+       node AS culprit_node, rank AS culprit_rank, gpu, 'rank' AS granularity, strength('none') AS strength, ts,
        printf('%s on %s%s: %s', kind, coalesce(node, '?'), CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END,
               left(message, 160)) AS summary,
        NULL AS action

@@ -27,13 +27,13 @@ implicated AS (
 )
 SELECT attempt_id, event_id, 'nccl_peer_pattern' AS rule_id, 'root' AS role, 'network' AS domain, 'ib_link' AS subdomain,
        node AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu,
-       CASE WHEN counterparts = 1 THEN 'link' ELSE 'node' END AS granularity, 0.55 AS strength, ts,
+       CASE WHEN counterparts = 1 THEN 'link' ELSE 'node' END AS granularity, strength('nccl_peer_pattern') AS strength, ts,
        printf('NCCL NET/IB errors implicate %s (%d peer(s) failing with it)', node, counterparts) AS summary,
        'restart_excluding_nodes' AS action
 FROM implicated
 WHERE counterparts = best
 UNION ALL
-SELECT attempt_id, event_id, 'nccl_peer_pattern', 'root', 'network', 'nic', node, rank, NULL, 'node', 0.5, ts,
+SELECT attempt_id, event_id, 'nccl_peer_pattern', 'root', 'network', 'nic', node, rank, NULL, 'node', strength('nccl_peer_pattern.local_protection'), ts,
        printf('NET/IB local protection error on %s (memory registration / GPUDirect RDMA)', coalesce(node, '?')),
        'restart_excluding_nodes'
 FROM events

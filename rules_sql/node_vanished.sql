@@ -21,7 +21,7 @@ named AS (
 )
 SELECT n.attempt_id, n.event_id, 'node_vanished' AS rule_id, 'root' AS role, 'infrastructure' AS domain,
        'node_failure' AS subdomain, n.vanished AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu,
-       'node' AS granularity, 0.5 AS strength, n.ts,
+       'node' AS granularity, strength('node_vanished') AS strength, n.ts,
        printf('%s vanished: %d other node(s) lost their connections to it', n.vanished, n.reporters) AS summary,
        'restart_excluding_nodes' AS action
 FROM named n

@@ -7,7 +7,7 @@
 SELECT e.attempt_id, e.event_id, 'pcie_aer' AS rule_id,
        CASE WHEN e.severity IN ('fatal', 'nonfatal') THEN 'root' ELSE 'confirmation' END AS role,
        'hardware' AS domain, 'pcie' AS subdomain, e.node AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu,
-       'node' AS granularity, CASE WHEN e.severity = 'fatal' THEN 0.85 ELSE 0.7 END AS strength, e.ts,
+       'node' AS granularity, CASE WHEN e.severity = 'fatal' THEN strength('pcie_aer.fatal') ELSE strength('pcie_aer.nonfatal') END AS strength, e.ts,
        printf('PCIe AER %s error at %s on %s', coalesce(e.severity, ''), coalesce(e.device, '?'), coalesce(e.node, '?')) AS summary,
        'drain_node' AS action
 FROM events e

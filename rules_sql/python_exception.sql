@@ -66,7 +66,7 @@ job_wide AS (  -- the same root exception, or workers with the same positive exi
 )
 SELECT attempt_id, event_id, 'python_exception' AS rule_id, 'symptom' AS role, NULL AS domain, NULL AS subdomain,
        node AS culprit_node, rank AS culprit_rank, NULL AS gpu, CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity,
-       0.7 AS strength, ts,
+       strength('python_exception') AS strength, ts,
        printf('%s on %s%s: %s', code_text, coalesce(node, '?'), CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END,
               left(coalesce(text, ''), 160)) AS summary,
        'stop' AS action
@@ -76,7 +76,7 @@ UNION ALL
 SELECT attempt_id, event_id, 'python_exception', 'root', 'application', 'exception',
        CASE WHEN nodes_raising >= 2 THEN NULL ELSE node END, rank, NULL,
        CASE WHEN nodes_raising >= 2 THEN 'job' WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END,
-       CASE WHEN kind = 'exception_line' THEN 0.55 ELSE 0.7 END,  -- a line without its traceback may be a logged warning
+       CASE WHEN kind = 'exception_line' THEN strength('python_exception.line_only') ELSE strength('python_exception') END,  -- a line without its traceback may be a logged warning
        ts,
        printf('%s on %s%s: %s', code_text,
               CASE WHEN nodes_raising >= 2 THEN printf('%d nodes', nodes_raising) ELSE coalesce(node, '?') END,
@@ -88,7 +88,7 @@ UNION ALL
 SELECT e.attempt_id, e.event_id, 'python_exception', 'root', 'application', 'exception',
        CASE WHEN j.attempt_id IS NULL THEN coalesce(e.node, json_extract_string(e.fields, '$.host')) END, e.rank, NULL,
        CASE WHEN j.attempt_id IS NOT NULL THEN 'job' WHEN e.rank IS NOT NULL THEN 'rank' ELSE 'node' END,
-       0.45, e.ts,
+       strength('python_exception.worker_exit'), e.ts,
        printf('%s exited with status %d on %s%s', CASE e.kind WHEN 'torchrun_failure' THEN 'worker' ELSE 'DeepSpeed rank' END,
               e.exit_code, coalesce(e.node, json_extract_string(e.fields, '$.host'), '?'),
               CASE WHEN e.rank IS NOT NULL THEN ' rank ' || e.rank ELSE '' END),

@@ -36,7 +36,7 @@ judged AS (
 SELECT attempt_id, event_id, 'roce_gid' AS rule_id, CASE WHEN is_root THEN 'root' ELSE 'symptom' END AS role,
        CASE WHEN is_root THEN 'network' END AS domain, CASE WHEN is_root THEN 'roce' END AS subdomain,
        CASE WHEN is_root THEN node END AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu, 'node' AS granularity,
-       0.7 AS strength, ts,
+       strength('roce_gid') AS strength, ts,
        printf('RoCE queue pair not connected on %s%s (%s, GID index %s)', coalesce(node, '?'),
               CASE WHEN device IS NOT NULL THEN ' ' || device ELSE '' END, coalesce(code_text, json_extract_string(fields, '$.reason'), '?'),
               coalesce(json_extract_string(fields, '$.gid_index'), '?')) AS summary,

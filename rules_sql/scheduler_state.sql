@@ -15,7 +15,7 @@ SELECT attempt_id, NULL AS event_id, 'scheduler_state' AS rule_id, 'root' AS rol
            ELSE 'cancelled'
        END AS subdomain,
        NULL AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu, 'job' AS granularity,
-       CASE state WHEN 'PREEMPTED' THEN 0.7 WHEN 'CANCELLED' THEN 0.45 ELSE 0.5 END AS strength,
+       CASE state WHEN 'PREEMPTED' THEN strength('scheduler.preempted') WHEN 'CANCELLED' THEN strength('scheduler.cancelled') ELSE strength('scheduler.state') END AS strength,
        end_ts AS ts,
        printf('scheduler state %s', state) AS summary,
        CASE state WHEN 'CANCELLED' THEN 'none' WHEN 'OUT_OF_MEMORY' THEN 'stop' ELSE 'restart' END AS action

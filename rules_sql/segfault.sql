@@ -24,7 +24,7 @@ SELECT attempt_id, event_id, 'segfault' AS rule_id, 'root' AS role,
        CASE WHEN library ILIKE 'libnccl%' THEN 'software' ELSE 'application' END AS domain,
        CASE WHEN library ILIKE 'libnccl%' THEN 'nccl' ELSE 'exception' END AS subdomain,
        coalesce(json_extract_string(fields, '$.crash_node'), node) AS culprit_node, rank AS culprit_rank, NULL AS gpu,
-       'node' AS granularity, 0.65 AS strength, ts,
+       'node' AS granularity, strength('segfault') AS strength, ts,
        printf('%s of %s in %s on %s', coalesce(code_text, CASE exit_code WHEN -11 THEN 'SIGSEGV' WHEN -7 THEN 'SIGBUS' WHEN -8 THEN 'SIGFPE' WHEN -4 THEN 'SIGILL' END, 'segfault'), coalesce(json_extract_string(fields, '$.process'), 'a process'),
               coalesce(library, '?'), coalesce(json_extract_string(fields, '$.crash_node'), node, '?')) AS summary,
        'investigate' AS action

@@ -23,7 +23,7 @@ SELECT attempt_id, event_id, 'slurm_messages' AS rule_id, CASE WHEN is_teardown 
        END END AS subdomain,
        CASE WHEN code_text = 'NODE FAILURE' THEN NULL END AS culprit_node, NULL::INTEGER AS culprit_rank, NULL AS gpu,
        'job' AS granularity,
-       CASE coalesce(code_text, '') WHEN 'PREEMPTION' THEN 0.8 WHEN 'TIME LIMIT' THEN 0.6 WHEN 'NODE FAILURE' THEN 0.6 ELSE 0.55 END AS strength,
+       CASE coalesce(code_text, '') WHEN 'PREEMPTION' THEN strength('slurm.preemption') WHEN 'TIME LIMIT' THEN strength('slurm.time_limit') WHEN 'NODE FAILURE' THEN strength('slurm.node_failure') ELSE strength('slurm.other') END AS strength,
        ts,
        printf('Slurm: %s %s', coalesce(json_extract_string(fields, '$.job'), json_extract_string(fields, '$.step'), 'job'),
               CASE WHEN code_text IS NULL THEN 'cancelled' ELSE 'cancelled due to ' || lower(code_text) END) AS summary,
@@ -32,7 +32,7 @@ SELECT attempt_id, event_id, 'slurm_messages' AS rule_id, CASE WHEN is_teardown 
 FROM cancels
 UNION ALL
 SELECT attempt_id, event_id, 'slurm_messages', 'root', 'infrastructure', 'node_failure',
-       coalesce(json_extract_string(fields, '$.slurm_node'), node), NULL::INTEGER, NULL, 'node', 0.7, ts,
+       coalesce(json_extract_string(fields, '$.slurm_node'), node), NULL::INTEGER, NULL, 'node', strength('slurm.node_failure_named'), ts,
        printf('Slurm reports node failure on %s', coalesce(json_extract_string(fields, '$.slurm_node'), node, '?')),
        'restart_excluding_nodes'
 FROM events
@@ -40,7 +40,7 @@ WHERE kind = 'slurm_node_failure'
 UNION ALL
 SELECT attempt_id, event_id, 'slurm_messages', CASE WHEN one_node THEN 'root' ELSE 'symptom' END,
        CASE WHEN one_node THEN 'infrastructure' END, CASE WHEN one_node THEN 'node_failure' END,
-       slurm_node, NULL::INTEGER, NULL, 'node', 0.6, ts,
+       slurm_node, NULL::INTEGER, NULL, 'node', strength('slurm.launch_failed'), ts,
        printf('Slurm could not launch the tasks on %s: %s', coalesce(slurm_node, '?'), coalesce(json_extract_string(fields, '$.reason'), '?')),
        'restart_excluding_nodes'
 FROM (

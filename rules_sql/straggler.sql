@@ -40,7 +40,7 @@ slow AS (
     GROUP BY attempt_id, rank
 )
 SELECT attempt_id, event_id, 'straggler' AS rule_id, 'root' AS role, 'hardware' AS domain, 'straggler' AS subdomain,
-       node AS culprit_node, rank AS culprit_rank, NULL AS gpu, 'rank' AS granularity, 0.45 AS strength, ts,
+       node AS culprit_node, rank AS culprit_rank, NULL AS gpu, 'rank' AS granularity, strength('straggler') AS strength, ts,
        printf('rank %d on %s computes up to %.1fx slower than its peers in %d of the last 5 timing windows',
               rank, coalesce(node, '?'), worst_ratio, slow_windows) AS summary,
        'investigate' AS action

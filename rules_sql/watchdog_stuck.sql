@@ -31,7 +31,7 @@ signals AS (
 )
 SELECT attempt_id, event_id, 'watchdog_stuck' AS rule_id, hit_role AS role, 'software' AS domain,
        'watchdog_stuck' AS subdomain, node AS culprit_node, rank AS culprit_rank, NULL AS gpu,
-       CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity, 0.5 AS strength, ts,
+       CASE WHEN rank IS NOT NULL THEN 'rank' ELSE 'node' END AS granularity, strength('watchdog_stuck') AS strength, ts,
        printf('%s on %s%s', what, coalesce(node, '?'), CASE WHEN rank IS NOT NULL THEN ' rank ' || rank ELSE '' END) AS summary,
        'restart' AS action
 FROM signals

@@ -33,11 +33,11 @@ WITH hits AS (
         e.gpu,
         CASE WHEN e.gpu IS NOT NULL THEN 'gpu' ELSE 'node' END AS granularity,
         CASE
-            WHEN c.workloads IS NOT NULL THEN 0.9  -- decided by history, not by the record itself
-            WHEN c.typical_domain = 'hardware' AND coalesce(e.severity, 'fatal') = 'fatal' THEN 0.95
-            WHEN c.typical_domain = 'hardware' THEN 0.6  -- NVLink5 "Nonfatal" units
-            WHEN c.typical_domain = 'software' THEN 0.75
-            ELSE 0.7
+            WHEN c.workloads IS NOT NULL THEN strength('xid.gpu_by_history')  -- decided by history, not by the record itself
+            WHEN c.typical_domain = 'hardware' AND coalesce(e.severity, 'fatal') = 'fatal' THEN strength('xid.fatal_hardware')
+            WHEN c.typical_domain = 'hardware' THEN strength('xid.nonfatal_hardware')  -- NVLink5 "Nonfatal" units
+            WHEN c.typical_domain = 'software' THEN strength('xid.software')
+            ELSE strength('xid.application')
         END AS strength,
         e.ts,
         printf('Xid %d (%s)%s on %s GPU %s', e.code, coalesce(e.code_text, c.mnemonic, 'UNKNOWN_XID'),
@@ -61,12 +61,12 @@ WITH hits AS (
     WHERE e.kind = 'xid'
     UNION ALL
     SELECT e.attempt_id, e.event_id, 'xid_root', 'root', 'hardware', 'gpu_firmware', e.node, e.rank, e.gpu,
-           'node', 0.75, e.ts, printf('GSP firmware heartbeat timed out on %s', coalesce(e.node, '?')), 'drain_node', false
+           'node', strength('gsp_heartbeat'), e.ts, printf('GSP firmware heartbeat timed out on %s', coalesce(e.node, '?')), 'drain_node', false
     FROM events e
     WHERE e.kind = 'gsp_heartbeat'
 )
 SELECT * EXCLUDE (peer) REPLACE (
     CASE WHEN peer THEN 'group' ELSE granularity END AS granularity,
-    CASE WHEN peer THEN least(strength, 0.7) ELSE strength END AS strength,
+    CASE WHEN peer THEN least(strength, strength('xid.nvl72_peer')) ELSE strength END AS strength,
     CASE WHEN peer THEN summary || ' (INVESTIGATE_PEER_DEVICE: the peer GPU may be on another NVL72 tray)' ELSE summary END AS summary)
 FROM hits
