@@ -41,7 +41,7 @@ def test_the_pinning_cases_pass_as_shipped(landed):
     assert failing(landed) == set()
 
 
-# each threshold moved down and up (corroboration_bonus: removed), and the case that pins that side
+# each threshold moved down and up, and the case that pins that side
 MOVES = [
     ("ambiguity_margin", 0.05, "_confidence::an_ambiguous_verdict_is_low"),
     ("ambiguity_margin", 0.2, "_rank::the_same_cuda_error_printed_after_the_net_ib_error_does_not_win_by_strength"),
@@ -52,10 +52,12 @@ MOVES = [
     ("survived_s", 150.0, "_thresholds::progress_280_s_after_a_link_down_does_not_survive_it"),
     ("survived_s", 600.0, "_thresholds::progress_320_s_after_a_link_down_survives_it"),
     ("late_penalty", 0.25, "_why_not::a_fatal_record_five_minutes_after_another_loses_as_late"),
-    ("late_penalty", 1.0, "_rank::the_same_cuda_error_printed_after_the_net_ib_error_does_not_win_by_strength"),
+    ("late_penalty", 0.75, "_rank::the_same_cuda_error_printed_after_the_net_ib_error_does_not_win_by_strength"),
+    ("inadmissible_penalty", 0.2, "_thresholds::a_survived_link_down_stays_behind_a_straggler"),
     ("inadmissible_penalty", 0.5, "_thresholds::a_survived_link_down_stays_behind_a_straggler"),
-    # capped at 1.0 and 0.025 still clears the margin: only removing the bonus changes a verdict
+    # capped at 1.0 and 0.025 still clears the margin: only removing the bonus changes that verdict
     ("corroboration_bonus", 0.0, "_thresholds::a_lost_gpu_two_rules_name_outscores_a_fatal_aer_by_more_than_the_margin"),
+    ("corroboration_bonus", 0.1, "_thresholds::a_filesystem_error_three_sources_report_stays_behind_a_fatal_xid"),
     ("skew_tolerance_s", 0.0, "_chains::a_hung_task_panic_on_another_node_than_the_nfs_error_is_not_its_symptom"),
     ("skew_tolerance_s", 4.0, "_chains::a_cuda_error_on_another_node_than_the_xid_stays_its_own_cause"),
 ]
