@@ -41,7 +41,7 @@ from firstfault.schema import (
 )
 from firstfault.rules_sql.exception_symptoms import shipped_exception_symptoms
 from firstfault.rules_sql.selection import needed_rules
-from firstfault.rules_sql.strengths import check_strength_keys, register_strengths, strengths_path
+from firstfault.rules_sql.strengths import check_strength_keys, inline_strengths, register_strengths, strengths_path
 from firstfault.transforms.messages import catalogue_dir
 
 HEADER_KEYS = ("id", "detects", "domain", "inputs")
@@ -122,8 +122,7 @@ def load_rule(path: Path) -> Rule:
     text = path.read_text(encoding="utf-8")
     header = parse_header(text)
     _check_header(path, header)
-    check_strength_keys(path, text)
-    return Rule(header["id"], path, text.rstrip().rstrip(";"), header)
+    return Rule(header["id"], path, inline_strengths(path, text).rstrip().rstrip(";"), header)
 
 
 def _check_header(path: Path, header: dict) -> None:
@@ -327,7 +326,8 @@ _NO_RULE = Rule("none", Path(), "SELECT " + ", ".join(f"NULL AS {c}" for c in HI
 
 
 def _run_script(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    text = "\n".join(line for line in path.read_text(encoding="utf-8").splitlines() if not line.lstrip().startswith("--"))
+    text = "\n".join(line for line in inline_strengths(path, path.read_text(encoding="utf-8")).splitlines()
+                     if not line.lstrip().startswith("--"))
     for statement in re.split(r";\s*\n", text):
         if statement.strip():
             con.execute(statement)

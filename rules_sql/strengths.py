@@ -1,5 +1,6 @@
 """The strengths table (`rules_sql/strengths.yaml`, docs/DESIGN.md §4.2): how much each kind of evidence proves, on one
-scale of named tiers, as data. Rules read it through the DuckDB macro `strength('<key>')`; a key no row defines is a
+scale of named tiers, as data. A SQL rule gives a strength as `strength('<key>')`, which the loader replaces by the
+key's value; Python rules call the DuckDB macro of the same name or `strength()` here. A key no row defines is a
 load-time error naming the rule file and line."""
 from __future__ import annotations
 
@@ -75,28 +76,34 @@ def strength(key: str) -> float:
 
 def check_strength_keys(path: Path, text: str) -> None:
     """BadInput naming the file and line of the first `strength('<key>')` whose key the table lacks."""
+    inline_strengths(path, text)
+
+
+def inline_strengths(path: Path, text: str) -> str:
+    """`text` with each `strength('<key>')` replaced by the key's value, the way a SQL rule or script is loaded: the
+    value is read from the table once, and the statement DuckDB plans holds a plain number (the macro, expanded at
+    every use, would cost the rule pass about 2 ms of binding per use). BadInput names the file and line of a key the
+    table lacks."""
     known = shipped_strengths()
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines(keepends=True)
+    for number, line in enumerate(lines, 1):
         for key in USE.findall(line):
             if key not in known:
                 raise BadInput(str(path), f"line {number}", f"unknown strength key {key!r} (rules_sql/{STRENGTHS_FILE})")
+        lines[number - 1] = USE.sub(lambda m: repr(known[m.group(1)]["strength"]), line)
+    return "".join(lines)
 
 
 def register_strengths(con: duckdb.DuckDBPyConnection) -> None:
-    """The table `strengths` and the macro `strength(key)` over it. The macro's body is the table's rows as one CASE, so
-    a rule's `strength('<key>')` is a constant DuckDB folds while planning: the rule pass costs what literals cost."""
+    """The table `strengths` and the macro `strength(key)` over it, for Python rules and ad-hoc queries (SQL rules have
+    their keys inlined when they are loaded: `inline_strengths`)."""
     rows = list(shipped_strengths().values())
     table = pa.Table.from_pylist(rows, pa.schema([("key", pa.string()), ("strength", pa.float64()), ("tier", pa.string()),
                                                   ("why", pa.string()), ("source", pa.string())]))
     con.register("_strengths", table)
     con.execute("CREATE OR REPLACE TEMP TABLE strengths AS SELECT * FROM _strengths")
     con.unregister("_strengths")
-    cases = " ".join(f"WHEN {_quote(r['key'])} THEN CAST({r['strength']!r} AS DOUBLE)" for r in rows)
-    con.execute(f"CREATE OR REPLACE TEMP MACRO strength(evidence) AS CASE evidence {cases} END")
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    con.execute("CREATE OR REPLACE TEMP MACRO strength(evidence) AS (SELECT s.strength FROM strengths s WHERE s.key = evidence)")
 
 
 def _number(value) -> bool:
