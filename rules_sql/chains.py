@@ -71,14 +71,7 @@ def chains_tables() -> tuple[pa.Table, pa.Table, pa.Table]:
 
 def _chain_rows(path: Path, i: int, raw) -> list[dict]:
     where = f"chains[{i}]"
-    if not isinstance(raw, dict):
-        raise BadInput(str(path), where, "must be a mapping")
-    unknown = set(raw) - ROW_KEYS
-    if unknown:
-        raise BadInput(str(path), f"{where}.{sorted(unknown)[0]}", "unknown key")
-    for key in ("id", "scope", "source", "why", "fixture"):
-        if not isinstance(raw.get(key), str) or not raw[key].strip():
-            raise BadInput(str(path), f"{where}.{key}", "required, a non-empty string")
+    check_row(path, where, raw, ROW_KEYS, ("id", "scope", "source", "why", "fixture"))
     if not raw["source"].startswith("https://"):
         raise BadInput(str(path), f"{where}.source", "must be an https:// URL (vendor or kernel documentation, a public report)")
     if raw["scope"] not in SCOPES:
@@ -100,6 +93,18 @@ def _chain_rows(path: Path, i: int, raw) -> list[dict]:
     return [{**row, **{f"cause_{k}": v for k, v in cause.items()}, **{f"effect_{k}": v for k, v in effect.items()}}
             for cause in _sides(path, f"{where}.cause", raw.get("cause"))
             for effect in _sides(path, f"{where}.effect", raw.get("effect"))]
+
+
+def check_row(path: Path, where: str, raw, allowed: set[str], required: tuple[str, ...]) -> None:
+    """A row of a reference table: a mapping of `allowed` keys whose `required` ones are non-empty strings."""
+    if not isinstance(raw, dict):
+        raise BadInput(str(path), where, "must be a mapping")
+    unknown = set(raw) - allowed
+    if unknown:
+        raise BadInput(str(path), f"{where}.{sorted(unknown)[0]}", "unknown key")
+    for key in required:
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise BadInput(str(path), f"{where}.{key}", "required, a non-empty string")
 
 
 def _sides(path: Path, where: str, spec) -> list[dict]:

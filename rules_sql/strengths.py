@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from firstfault import yamlio
 from firstfault.errors import BadInput
+from firstfault.rules_sql.chains import check_row
 
 STRENGTHS_FILE = "strengths.yaml"
 ROW_KEYS = {"key", "strength", "tier", "why", "source"}
@@ -41,14 +42,7 @@ def load_strengths(path: Path | None = None) -> dict[str, dict]:
     rows = {}
     for i, raw in enumerate(doc["strengths"]):
         where = f"strengths[{i}]"
-        if not isinstance(raw, dict):
-            raise BadInput(str(path), where, "must be a mapping")
-        unknown = set(raw) - ROW_KEYS
-        if unknown:
-            raise BadInput(str(path), f"{where}.{sorted(unknown)[0]}", "unknown key")
-        for key in ("key", "tier", "why"):
-            if not isinstance(raw.get(key), str) or not raw[key].strip():
-                raise BadInput(str(path), f"{where}.{key}", "required, a non-empty string")
+        check_row(path, where, raw, ROW_KEYS, ("key", "tier", "why"))
         if raw["key"] in rows:
             raise BadInput(str(path), f"{where}.key", f"duplicate key {raw['key']!r}")
         if "source" in raw and not str(raw["source"]).startswith("https://"):
