@@ -8,7 +8,7 @@
 -- inputs: events(kind = driver_mismatch)
 SELECT e.attempt_id, e.event_id, 'driver_mismatch' AS rule_id, 'root' AS role,
        'software' AS domain, 'driver' AS subdomain, e.node AS culprit_node, e.rank AS culprit_rank, NULL AS gpu,
-       'node' AS granularity, 0.8 AS strength, e.ts,
+       'node' AS granularity, strength('driver_mismatch') AS strength, e.ts,
        printf('NVIDIA driver components out of step on %s%s: reboot the node', coalesce(e.node, '?'),
               CASE WHEN json_extract_string(e.fields, '$.module_version') IS NOT NULL
                    THEN printf(' (kernel module %s, client %s)', json_extract_string(e.fields, '$.module_version'),
