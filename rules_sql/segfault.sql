@@ -15,6 +15,10 @@ WITH crashes AS (
                WHEN EXISTS (SELECT 1 FROM events f
                             WHERE f.attempt_id = e.attempt_id AND f.kind = 'native_frame' AND f.uri = e.uri
                               AND f.line > e.line AND f.line <= e.line + 60) THEN 'libnccl'
+               -- a launcher's report names no library: the kernel's segfault line on the same node says where it crashed
+               WHEN e.kind IN ('torchrun_exit', 'torchrun_failure', 'deepspeed_exit')
+                   THEN (SELECT min(json_extract_string(k.fields, '$.library')) FROM events k
+                         WHERE k.attempt_id = e.attempt_id AND k.kind = 'segfault' AND k.node = e.node)
            END AS library
     FROM events e
     WHERE e.kind IN ('segfault', 'native_crash')
