@@ -67,7 +67,8 @@ GROUP BY ALL;
 -- the order of the lines is the order of events: a cause without a stamp of its own that a file shows printed after
 -- another cause's line is late. A cause after which training progressed (survived_s beyond its upper bound) did not
 -- end the job, and one its own record calls non-fatal (advisory_severities) is a root only when a consequence was
--- witnessed (peers name its node, or a symptom on its node): either is inadmissible (score x inadmissible_penalty).
+-- witnessed (peers name its node, a symptom on its node, or one a chain ties to it, such as its peers' stalls): either
+-- is inadmissible (score x inadmissible_penalty).
 CREATE OR REPLACE TEMP TABLE causes AS
 WITH first_lines AS (
     SELECT attempt_id, domain, subdomain, cause_node, uri, min(line) AS line
@@ -102,7 +103,9 @@ ordered AS (
                    WHERE p.attempt_id = g.attempt_id AND p.minute IS NOT NULL AND coalesce(p.iterations, 0) > 0
                      AND p.last_ts > g.ts_hi + to_microseconds(CAST(pr.survived_s * 1e6 AS BIGINT))) AS survived,
            coalesce(w.witnesses, 0) > 0 OR EXISTS (SELECT 1 FROM rule_hits s JOIN events e USING (attempt_id, event_id)
-                                                  WHERE s.attempt_id = g.attempt_id AND s.role = 'symptom' AND e.node = g.cause_node) AS witnessed
+                                                  WHERE s.attempt_id = g.attempt_id AND s.role = 'symptom' AND e.node = g.cause_node)
+           OR EXISTS (SELECT 1 FROM chain_links l  -- a consequence on another node the chains tie to it (peers' stalls)
+                      WHERE l.attempt_id = g.attempt_id AND l.cause_node = g.cause_node AND l.relation = 'symptom') AS witnessed
     FROM grouped g
     LEFT JOIN after_in_file a USING (attempt_id, domain, subdomain, cause_node)
     LEFT JOIN node_witnesses w ON w.attempt_id = g.attempt_id AND w.node = g.cause_node

@@ -57,6 +57,7 @@ CHAIN_CASES = {
     "node_failure.explains.lost_peer_ib": ("slurm.slurmstepd.cancelled_node_failure", "nccl.net_ib.completion_error"),
     "scheduler_end.explains.later_errors": ("slurm.slurmstepd.cancelled_preemption", "pytorch.pg_nccl.watchdog_stuck"),
     "lost_node.explains.peers_stalled_watchdogs": ("nvidia.gpu.fallen_off_bus_probe", "pytorch.pg_nccl.watchdog_stuck"),
+    "down_link.explains.peers_stalled_watchdogs": ("linux.ib.port_link_down", "pytorch.pg_nccl.watchdog_stuck"),
     "link_down.explains.lost_peer_socket": ("linux.ib.port_link_down", "nccl.socket.net_recv_failed"),
     "nic.explains.lost_peer_socket": ("linux.mlx5.health_compromised", "nccl.socket.net_recv_failed"),
     "crash.explains.lost_peer_socket": ("linux.segfault.user", "nccl.socket.net_recv_failed"),
