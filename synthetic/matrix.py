@@ -21,7 +21,7 @@ from pathlib import Path
 from firstfault.rules_sql.rendered_cases import first_rendered
 from firstfault.synthetic.logwriters import Scenario, write_attempt
 from firstfault.synthetic.simulate import (
-    CLUSTER, FAULTS, GPU_MODELS, T0, TRAINS_UNTIL_THE_END, _build, _noise, _peers_fail_towards, _socket_resets, catalogue_roots,
+    CLUSTER, FAULTS, GPU_MODELS, GPUS, T0, TRAINS_UNTIL_THE_END, _build, _noise, _peers_fail_towards, _socket_resets, catalogue_roots,
     line_times, place_catalogue_root, silence,
 )
 from firstfault.transforms.messages import Example, Message, load_catalogue
@@ -34,7 +34,7 @@ DIMENSIONS: dict[str, tuple] = {
     "nodes": (2, 16, 128),
     "kernel_format": ("syslog", "dmesg_t", "iso", "dmesg"),
     "culprit_clock_s": (0.0, 25.0, -25.0),
-    "symptoms": ("cascade", "peer_completion", "socket_resets"),
+    "symptoms": ("cascade", "peer_completion", "socket_resets", "watchdogs"),
     "witnesses": ("all", "most", "few"),
     "survived": ("nothing", "cable_flap"),
 }
@@ -135,7 +135,7 @@ def _write_case(out: Path, i: int, row: dict, rng: random.Random) -> dict:
     fault_at = min(line_times(s) - before, default=None)
     if row["symptoms"] != "cascade" and fault_at is not None:
         reporters = _witnesses([n for n in nodes if n != culprit], row["witnesses"])
-        (_peers_fail_towards if row["symptoms"] == "peer_completion" else _socket_resets)(s, rng, culprit, fault_at + timedelta(seconds=3), reporters)
+        PEER_SYMPTOMS[row["symptoms"]](s, rng, culprit, fault_at + timedelta(seconds=3), reporters)
     _noise(s, rng, 40, trains_to_end=kind == "time_limit", progress_until=None if kind in TRAINS_UNTIL_THE_END else fault_at)
     silence(s)
     if kind == "success":
@@ -148,6 +148,16 @@ def _write_case(out: Path, i: int, row: dict, rng: random.Random) -> dict:
     return {"attempt_id": f"{CLUSTER}/{s.name}/0", "spec": str(folder.relative_to(out) / "attempt.yaml"), "kind": kind,
             "verdict": verdict, "domain": domain, "subdomain": subdomain, "culprit_nodes": culprits,
             "attributable": attributable, "case": row}
+
+
+def _peers_stall(s: Scenario, rng: random.Random, culprit: str, at: datetime, reporters: list[str]) -> None:
+    """The reporters' ranks left waiting in the collective the culprit never joined: their NCCL watchdogs time out
+    (Timeout(ms)=600000) ten minutes later; they name nobody."""
+    s.watchdog_cascade(at + timedelta(minutes=10), [s.rank(n, k) for n in reporters for k in range(GPUS)], seq=rng.randrange(1000, 9000))
+
+
+#: the extra symptom family the peers print -> its writer (culprit, onset, reporting peers)
+PEER_SYMPTOMS = {"peer_completion": _peers_fail_towards, "socket_resets": _socket_resets, "watchdogs": _peers_stall}
 
 
 def _witnesses(peers: list[str], share: str) -> list[str]:
