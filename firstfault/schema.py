@@ -173,13 +173,15 @@ RUN_COLUMNS = ("run_id", "flow", "started_at", "finished_at", "attempts", "rules
 RUN_FAILURE_SCHEMA = pa.schema([("attempt_id", pa.string()), ("spec_uri", pa.string()), ("stage", pa.string()), ("error", pa.string())])
 
 # The causal chains the ranking reads (rules_sql/chains.yaml, docs/DESIGN.md §4.2): one row per chain, each side a
-# class (domain, subdomain: null = any) and/or an event kind narrowed by codes or code texts (null = any).
+# class (domain, subdomain: null = any) and/or an event kind narrowed by codes or code texts (null = any); a row's
+# condition (`when`: present, `unless`: absent; null: none) is a side of the same form.
 _CHAIN_SIDE = [("domain", pa.string()), ("subdomain", pa.string()), ("kind", pa.string()), ("codes", pa.list_(pa.int64())),
                ("texts", pa.list_(pa.string()))]
 CAUSAL_CHAINS_SCHEMA = pa.schema(
     [("id", pa.string())]
     + [(f"cause_{name}", t) for name, t in _CHAIN_SIDE]
     + [(f"effect_{name}", t) for name, t in _CHAIN_SIDE]
+    + [("condition_present", pa.bool_())] + [(f"condition_{name}", t) for name, t in _CHAIN_SIDE]
     + [("scope", pa.string()), ("before_s", pa.float64()), ("after_s", pa.float64()), ("unstamped", pa.string()),
        ("relation", pa.string()), ("source", pa.string()), ("why", pa.string()), ("fixture", pa.string())]
 )

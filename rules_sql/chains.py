@@ -18,8 +18,9 @@ CHAINS_FILE = "chains.yaml"
 SCOPES = ("gpu", "node", "rank", "device", "peer_address", "reporter", "job")
 UNSTAMPED = ("order", "after_stamped", "any")
 RELATIONS = ("symptom", "recovered")
-ROW_KEYS = {"id", "cause", "effect", "scope", "window", "unstamped", "relation", "source", "why", "fixture"}
+ROW_KEYS = {"id", "cause", "effect", "when", "unless", "scope", "window", "unstamped", "relation", "source", "why", "fixture"}
 SIDE_KEYS = {"class", "kind", "codes", "texts"}
+CONDITIONS = ("when", "unless")
 
 
 def chains_path() -> Path:
@@ -88,7 +89,7 @@ def _chain_rows(path: Path, i: int, raw) -> list[dict]:
         raise BadInput(str(path), f"{where}.window", "must be [from_s, to_s]: the effect's time minus the cause's, to_s null = no bound")
     row = {"id": raw["id"], "scope": raw["scope"], "before_s": float(window[0]),
            "after_s": None if window[1] is None else float(window[1]), "unstamped": unstamped, "relation": relation,
-           "source": raw["source"], "why": raw["why"].strip(), "fixture": raw["fixture"]}
+           "source": raw["source"], "why": raw["why"].strip(), "fixture": raw["fixture"], **_condition(path, where, raw)}
     # a side that lists several classes stands for one row per class (every cause class with every effect class)
     return [{**row, **{f"cause_{k}": v for k, v in cause.items()}, **{f"effect_{k}": v for k, v in effect.items()}}
             for cause in _sides(path, f"{where}.cause", raw.get("cause"))
@@ -105,6 +106,20 @@ def check_row(path: Path, where: str, raw, allowed: set[str], required: tuple[st
     for key in required:
         if not isinstance(raw.get(key), str) or not raw[key].strip():
             raise BadInput(str(path), f"{where}.{key}", "required, a non-empty string")
+
+
+def _condition(path: Path, where: str, raw: dict) -> dict:
+    """`when` / `unless`: a root hit of that side (one class) in the row's scope and window of both its cause and its
+    effect must be present / absent for the row to hold (`condition_present` true / false; null: no condition)."""
+    named = [key for key in CONDITIONS if key in raw]
+    if not named:
+        return {"condition_present": None}
+    if len(named) > 1:
+        raise BadInput(str(path), f"{where}.unless", "a row has `when` or `unless`, not both")
+    sides = _sides(path, f"{where}.{named[0]}", raw[named[0]])
+    if len(sides) > 1:
+        raise BadInput(str(path), f"{where}.{named[0]}.class", "a condition names one class")
+    return {"condition_present": named[0] == "when", **{f"condition_{k}": v for k, v in sides[0].items()}}
 
 
 def _sides(path: Path, where: str, spec) -> list[dict]:
