@@ -78,11 +78,19 @@ def _side_overlaps(effect: dict, cause: dict) -> bool:
     return True
 
 
+def _exclusive(a: dict, b: dict) -> bool:
+    """A `when` row and an `unless` row of one condition, scope, window and `unstamped` policy: the condition is tested
+    on the same pair of hits the same way, so they never both hold."""
+    same = ("scope", "before_s", "after_s", "unstamped") + tuple(f"condition_{k}" for k in ("domain", "subdomain", "kind", "codes", "texts"))
+    return {a["condition_present"], b["condition_present"]} == {True, False} and all(a[k] == b[k] for k in same)
+
+
 def test_the_chains_form_no_cycle():
     """An effect demoted by one row may be the cause of another (a class-based cause is a root hit); a cause given by
-    event kind alone is any event, whatever its role, so nothing leads into it."""
+    event kind alone is any event, whatever its role, so nothing leads into it; a `when` row and its exclusive
+    `unless` row never lead into each other."""
     sides = lambda r, s: {k: r[f"{s}_{k}"] for k in ("domain", "subdomain", "kind")}
-    edges = {r["id"]: [o["id"] for o in ROWS if o["cause_domain"] is not None
+    edges = {r["id"]: [o["id"] for o in ROWS if o["cause_domain"] is not None and not _exclusive(r, o)
                        and _side_overlaps(sides(r, "effect"), sides(o, "cause"))] for r in ROWS}
     state: dict[str, int] = {}
 
@@ -110,6 +118,9 @@ def test_the_chains_form_no_cycle():
     (lambda r: r.update(cause={"class": []}), "chains[0].cause.class"),
     (lambda r: r.update(cause={"class": ["hardware/gpu_lost", "hardware"]}), "chains[0].cause.class"),
     (lambda r: r.update(colour="red"), "chains[0].colour"),
+    (lambda r: r.update(when={"class": "network/nic"}, unless={"class": "network/nic"}), "chains[0].unless"),
+    (lambda r: r.update(unless={"class": ["network/nic", "network/ib_link"]}), "chains[0].unless.class"),
+    (lambda r: r.update(unless={"codes": [79]}), "chains[0].unless"),
 ])
 def test_a_malformed_row_is_one_bad_input_naming_its_field(mutate, field, tmp_path):
     doc = yaml.safe_load(chains_path().read_text(encoding="utf-8"))
@@ -119,6 +130,15 @@ def test_a_malformed_row_is_one_bad_input_naming_its_field(mutate, field, tmp_pa
     with pytest.raises(BadInput) as e:
         load_chains(path)
     assert field in str(e.value)
+
+
+def test_a_when_row_without_its_exclusive_unless_row_is_a_cycle():
+    """The exception is exact: the pair of rows that lead into each other must agree on condition, scope and window."""
+    when = next(r for r in ROWS if r["condition_present"] is True)
+    unless = next(r for r in ROWS if r["condition_present"] is False)
+    assert _exclusive(when, unless) and _exclusive(unless, when)
+    assert not _exclusive(when, {**unless, "after_s": unless["after_s"] + 1})
+    assert not _exclusive(when, {**unless, "condition_present": True})
 
 
 def test_the_chains_file_is_no_fixture_file():
