@@ -30,9 +30,11 @@ from firstfault.transforms.messages import Example, Message, load_catalogue
 
 PEER_SYMPTOM = "pytorch.pg_nccl.blocking_wait_timeout"  # what the healthy peers print while the culprit is down
 WAITING_NODES = tuple(n for n in NODES if n != LINE_NODE)
-# causal chain (rules_sql/chains.yaml) -> (cause entry, effect entry), both placed on node-02
+# causal chain (rules_sql/chains.yaml) -> (cause entry, effect entry[, the entry its `when` condition asks for]), all
+# placed on node-02
 CHAIN_CASES = {
     "gpu_lost.explains.pcie_aer": ("nvidia.gpu.fallen_off_bus_probe", "linux.aer.error_received_fatal"),
+    "pcie_upstream.explains.gpu_lost": ("linux.aer.error_received_fatal", "nvidia.gpu.fallen_off_bus_probe", "linux.mlx5.health_compromised"),
     "pcie_aer.explains.nic": ("linux.aer.error_received_fatal", "efa.admin.no_completion"),
     "host_memory.explains.kernel": ("linux.edac.ue", "linux.softlockup.bug"),
     "filesystem.explains.kernel": ("linux.nvme.timeout_reset", "linux.hung_task.blocked"),
@@ -97,7 +99,7 @@ def _chain_cases(messages: list[Message], symptom: Example) -> list[dict]:
     by_id = {m.id: m for m in messages}
     rows = {row["id"]: row for row in load_chains()[0]}
     cases = []
-    for chain, (cause_id, effect_id) in CHAIN_CASES.items():
+    for chain, (cause_id, effect_id, *condition_ids) in CHAIN_CASES.items():
         row, cause, effect = rows[chain], by_id[cause_id], by_id[effect_id]
         cause_x, effect_x = first_rendered(cause), first_rendered(effect)
         if row["unstamped"] == "after_stamped" and cause.source == "syslog":
@@ -110,6 +112,8 @@ def _chain_cases(messages: list[Message], symptom: Example) -> list[dict]:
             context = {"addresses": {LINE_NODE: _peer_address(effect, effect_x)}}
         else:
             placed.append(((effect, effect_x), LINE_NODE))
+        # unstamped lines of one file: the condition's hit counts after both the cause's and the effect's
+        placed += [((by_id[c], first_rendered(by_id[c])), LINE_NODE) for c in condition_ids]
         logs = {f"applog/{n}": list(symptom.lines) for n in WAITING_NODES}
         for (m, x), node in placed:
             logs.setdefault(f"{m.source}/{node}", []).extend(x.lines)
@@ -118,7 +122,7 @@ def _chain_cases(messages: list[Message], symptom: Example) -> list[dict]:
         domain, subdomain = cause.cls.split("/")
         # a job-scoped cause has no culprit node, unless peers name the node they lost
         culprits = [] if cause.scope == "job" and row["scope"] != "peer_address" else [expected_culprit(cause, cause_x)]
-        cases.append({"name": f"{chain}.rendered", "kind": "positive", "chains": [chain], "catalogue": [cause_id, effect_id],
+        cases.append({"name": f"{chain}.rendered", "kind": "positive", "chains": [chain], "catalogue": [cause_id, effect_id, *condition_ids],
                       "context": {"nodes": list(NODES), "state": "FAILED", **context, **span}, "logs": logs,
                       "expect": {"verdict": "attributed", "domain": domain, "subdomain": subdomain, "culprit_nodes": culprits}})
     return cases
