@@ -73,7 +73,7 @@ def test_builtin_rules_skippable_set():
     that makes a rule skippable is a decision to review here)."""
     skippable = {r.id for r in load_rules() if event_kinds_read(r.header) is not None}
     assert skippable == {
-        "collective_mismatch", "cuda_error", "cuda_oom", "filesystem_error", "flight_recorder_missing", "host_memory_error",
+        "collective_mismatch", "cuda_error", "cuda_oom", "driver_mismatch", "filesystem_error", "flight_recorder_missing", "host_memory_error",
         "host_oom", "ib_link_kernel", "kernel_fault", "kubernetes_disruption", "nan_loss", "nvswitch_fabric", "pcie_aer",
         "segfault", "watchdog_stuck",
     }
