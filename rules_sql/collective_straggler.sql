@@ -7,6 +7,7 @@
 --          (weaker). Never fires when all ranks look alike.
 -- domain: infrastructure/hang (rank granularity; an earlier Xid or exception on that rank is stronger and wins)
 -- inputs: events(kind in torch_watchdog_state, torch_watchdog_timeout), attempts(rank_map)
+-- needs: torch_watchdog_state, torch_watchdog_timeout
 WITH states AS (  -- one status per (attempt, PG, rank): the earliest line
     SELECT attempt_id, event_id, node, rank, ts, coalesce(pg, '') AS pg, seq AS w, last_enqueued AS e, last_completed AS c
     FROM events

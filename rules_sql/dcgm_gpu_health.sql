@@ -10,6 +10,7 @@
 -- domain: from xid_catalog (hardware/*, software/driver, application/cuda_error); hardware/gpu_memory, gpu_nvlink,
 --         gpu_thermal, gpu_power
 -- inputs: events(kind in dcgm_xid, dcgm_ecc_dbe, dcgm_row_remap, dcgm_nvlink_errors, gpu_throttle), xid_class, gpu_ranks
+-- needs: dcgm_xid, dcgm_ecc_dbe, dcgm_row_remap, dcgm_nvlink_errors, gpu_throttle
 WITH throttle AS (
     SELECT e.*,
            max(TRY_CAST(json_extract_string(e.fields, '$.run') AS INTEGER))

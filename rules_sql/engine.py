@@ -13,6 +13,7 @@ table that is checked and UNIONed like a SQL rule's SELECT.
 from __future__ import annotations
 
 import ast
+import csv
 import hashlib
 import json
 import importlib.util
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from firstfault.config import AttributionSettings
 from firstfault.errors import BadInput
@@ -40,7 +42,7 @@ from firstfault.schema import (
     xid_spread_path,
 )
 from firstfault.rules_sql.exception_symptoms import shipped_exception_symptoms
-from firstfault.rules_sql.selection import needed_rules
+from firstfault.rules_sql.selection import NEEDS, needed_rules
 from firstfault.rules_sql.strengths import check_strength_keys, inline_strengths, register_strengths, strengths_path
 from firstfault.transforms.messages import catalogue_dir
 
@@ -105,9 +107,15 @@ def rule_files(folder: Path) -> list[Path]:
 
 def _defines_rule(path: Path) -> bool:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    except (SyntaxError, UnicodeDecodeError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, ValueError):
         return True  # let load_rule report it
+    if not re.search(r"\bRULE\b", text):  # parsing every helper module beside the rules costs more than the rules
+        return False
+    try:
+        tree = ast.parse(text, str(path))
+    except (SyntaxError, ValueError):
+        return True
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id == "RULE" for t in targets):
@@ -134,6 +142,8 @@ def _check_header(path: Path, header: dict) -> None:
         raise BadInput(str(path), empty[0], "rule header value must be a non-empty string")
     if header["id"] != path.stem:
         raise BadInput(str(path), "id", f"must equal the file name {path.stem!r}")
+    if "needs" in header and not NEEDS.fullmatch(str(header["needs"]).strip()):
+        raise BadInput(str(path), "needs", "must list event kinds, separated by ', '")
 
 
 def _load_python_rule(path: Path) -> Rule:
@@ -211,20 +221,27 @@ def register_reference(con: duckdb.DuckDBPyConnection, settings: AttributionSett
     con.execute("CREATE OR REPLACE TEMP TABLE exception_symptoms (id VARCHAR, pattern VARCHAR)")
     if symptoms := [list(row) for row in shipped_exception_symptoms()]:
         con.executemany("INSERT INTO exception_symptoms VALUES (?, ?)", symptoms)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT * FROM read_csv('{xid_catalog_path().as_posix()}', header = true, "
-        "all_varchar = true)"
-    )
+    # read here, not by read_csv: DuckDB's dialect sniffing costs more than the rest of the reference tables together
+    con.register("_xid_catalog", _text_table(xid_catalog_path()))
+    con.register("_xid_spread", _text_table(xid_spread_path()))
     con.execute(
         "CREATE OR REPLACE TEMP TABLE xid_catalog AS SELECT c.* REPLACE (CAST(c.code AS BIGINT) AS code), s.spread_subdomain "
-        f"FROM xid_catalog c LEFT JOIN read_csv('{xid_spread_path().as_posix()}', header = true, all_varchar = true) s "
-        "ON s.code = c.code"
+        "FROM _xid_catalog c LEFT JOIN _xid_spread s ON s.code = c.code"
     )
+    con.unregister("_xid_catalog")
+    con.unregister("_xid_spread")
     register_chains(con)
     register_strengths(con)
     values = asdict(settings)
     cols = ", ".join(f"CAST(? AS DOUBLE) AS {k}" for k in values)
     con.execute(f"CREATE OR REPLACE TEMP TABLE params AS SELECT {cols}, CAST(? AS VARCHAR) AS rules_version", [*values.values(), version])
+
+
+def _text_table(path: Path) -> pa.Table:
+    """A shipped CSV file with a header, every column text, an empty field NULL (as DuckDB's read_csv has it)."""
+    with path.open(encoding="utf-8", newline="") as f:
+        header, *rows = csv.reader(f)
+    return pa.table({name: pa.array([row[i] or None for row in rows], pa.string()) for i, name in enumerate(header)})
 
 
 def register_chains(con: duckdb.DuckDBPyConnection) -> None:

@@ -4,6 +4,7 @@
 --          NVMLError_GpuIsLost, Slurm's NVML plugin)
 -- domain: hardware/gpu_lost
 -- inputs: events(kind = gpu_fallen_off_bus), gpu_ranks
+-- needs: gpu_fallen_off_bus
 SELECT e.attempt_id, e.event_id, 'gpu_fallen_off_bus' AS rule_id, 'root' AS role,
        'hardware' AS domain, 'gpu_lost' AS subdomain, e.node AS culprit_node, coalesce(g.rank, e.rank) AS culprit_rank,
        e.gpu, CASE WHEN e.gpu IS NOT NULL THEN 'gpu' ELSE 'node' END AS granularity,

@@ -7,6 +7,7 @@
 --          after the first NCCL error are ignored (a consequence, e.g. a node reboot), port-up samples are context.
 -- domain: network/ib_link, network/roce, network/ib_port_errors
 -- inputs: events(kind in ib_counter, ib_port_down, ib_port_up, ib_port_flap; first NCCL error kinds), attempts, params
+-- needs: ib_counter, ib_port_down, ib_port_up, ib_port_flap
 WITH first_error AS (
     SELECT attempt_id, min(ts) AS ts
     FROM events

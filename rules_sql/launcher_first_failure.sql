@@ -5,6 +5,7 @@
 --          on that node (one row per domain, since confirmations join the chosen cause by domain and node).
 -- domain: none of its own (confirmation for hardware/software/application/infrastructure/network)
 -- inputs: events(kind in torchrun_failure, slurm_task_exit), attempts(rank_map)
+-- needs: torchrun_failure, slurm_task_exit
 WITH torchrun_root AS (
     SELECT e.attempt_id, e.event_id, e.rank, coalesce(m.node, e.node, json_extract_string(e.fields, '$.host')) AS node, e.ts,
            printf('torchrun root cause (first observed failure): rank %s on %s, exitcode %s',

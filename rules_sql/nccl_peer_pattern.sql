@@ -4,6 +4,7 @@
 --          WR_FLUSH_ERR (status 5) is secondary and ignored; LOC_PROT_ERR (status 4) blames the reporter's NIC.
 -- domain: network/ib_link, network/nic
 -- inputs: events(kind = nccl_net_ib, peer_node resolved from NCCL INFO lines, host names and the node list)
+-- needs: nccl_net_ib
 WITH edges AS (
     SELECT attempt_id, node AS reporter, peer_node AS peer, min(ts) AS first_ts, arg_min(event_id, (ts, uri, line, event_id)) AS event_id
     FROM events

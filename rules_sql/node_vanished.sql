@@ -5,6 +5,7 @@
 --          vanishing better and wins; with the scheduler's node-failure message it corroborates.
 -- domain: infrastructure/node_failure
 -- inputs: events(kind = nccl_socket, peer_node resolved from the static context's addresses, NCCL INFO lines and host names), attempts(nodes)
+-- needs: nccl_socket
 WITH reports AS (
     SELECT attempt_id, peer_node AS vanished, node AS reporter, min(ts) AS ts,
            arg_min(event_id, (ts, uri, line, event_id)) AS event_id

@@ -15,6 +15,7 @@
 -- domain: application/exception
 -- inputs: events(kind in python_exception, exception_line, torchrun_failure, deepspeed_exit, slurm_cancel, torchrun_death_signal),
 --         exception_symptoms
+-- needs: python_exception, exception_line, torchrun_failure, deepspeed_exit
 WITH traced AS (
     SELECT *, json_extract_string(fields, '$.message') AS text
     FROM events

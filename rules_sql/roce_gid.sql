@@ -8,6 +8,7 @@
 --          Verbs failures that name no GID, and NCCL's INFO lines about the GID it picked, are not used.
 -- domain: network/roce
 -- inputs: events(kind = nccl_ibv with fields.gid_index or fields.local_gid)
+-- needs: nccl_ibv
 WITH failures AS (
     SELECT e.*, lower(json_extract_string(e.fields, '$.local_gid')) AS local_gid,
            lower(json_extract_string(e.fields, '$.remote_gid')) AS remote_gid

@@ -1,15 +1,17 @@
-"""Which rules a rule pass plans: a rule whose `inputs:` header names only event kinds (`events(kind in a, b)` or
-`events(kind = a)`) cannot hit when none of those kinds is among the run's events, so it is left out of the UNION
-(planning the UNION of every rule is most of a small attempt's rule pass). Any other header — other tables
-(`attempts`, `progress`, reference tables), qualifiers beside the kinds, a header continued on the next line, or none
-— keeps the rule in every pass."""
+"""Which rules a rule pass plans: a rule cannot hit when none of the event kinds its rows come from is among the
+run's events, so it is left out of the UNION (planning the UNION of every rule is most of a small attempt's rule pass).
+Those kinds are the header's `needs:` (`needs: xid, gsp_heartbeat`: whatever else the rule reads, each of its rows
+comes from an event of one of these kinds), else an `inputs:` header that names nothing but event kinds
+(`events(kind in a, b)` or `events(kind = a)`). A rule with neither runs in every pass."""
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
 from typing import Protocol, TypeVar
 
-_KINDS_ONLY = re.compile(r"events\(kind (?:in (?P<kinds>[a-z0-9_]+(?:, [a-z0-9_]+)*)|= (?P<kind>[a-z0-9_]+))\)")
+_KIND_LIST = r"[a-z0-9_]+(?:, [a-z0-9_]+)*"
+_KINDS_ONLY = re.compile(rf"events\(kind (?:in (?P<kinds>{_KIND_LIST})|= (?P<kind>[a-z0-9_]+))\)")
+NEEDS = re.compile(_KIND_LIST)
 
 
 class HasHeader(Protocol):
@@ -18,8 +20,11 @@ class HasHeader(Protocol):
 
 R = TypeVar("R", bound=HasHeader)
 
+
 def event_kinds_read(header: dict[str, str]) -> frozenset[str] | None:
-    """The event kinds a rule reads when its `inputs:` header lists nothing else; None when the rule must always run."""
+    """The event kinds a rule's rows come from, from its header; None when the rule must always run."""
+    if "needs" in header:
+        return frozenset(str(header["needs"]).strip().split(", "))
     match = _KINDS_ONLY.fullmatch(str(header.get("inputs", "")).strip())
     if match is None:
         return None

@@ -6,6 +6,7 @@
 --          another failure (e.g. after slurmstepd detected an oom_kill event) and only a symptom.
 -- domain: infrastructure/time_limit, preemption, node_failure, maintenance, cancelled
 -- inputs: events(kind in slurm_cancel, slurm_node_failure, slurm_launch_failed), attempts(state)
+-- needs: slurm_cancel, slurm_node_failure, slurm_launch_failed
 WITH cancels AS (
     SELECT e.*, e.code_text IS NULL AND a.state IS NOT NULL AND NOT starts_with(a.state, 'CANCELLED') AS is_teardown
     FROM events e JOIN attempts a USING (attempt_id)

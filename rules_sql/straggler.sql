@@ -6,6 +6,7 @@
 --          the rank; only windows with >= 3 reporting ranks count. Weak (0.45): a slow rank rarely ends a job alone.
 -- domain: hardware/straggler
 -- inputs: events(kind = step_timing, rank known)
+-- needs: step_timing
 WITH timing AS (
     SELECT attempt_id, event_id, node, rank, ts, uri, line, iteration,
            coalesce(TRY_CAST(json_extract_string(fields, '$.compute_ms') AS DOUBLE),

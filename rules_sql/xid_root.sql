@@ -5,6 +5,7 @@
 --          COMPLETED attempt needs to count as failed
 -- domain: from xid_catalog.typical_domain / typical_subdomain (hardware/*, software/driver, application/cuda_error)
 -- inputs: events(kind in xid, gsp_heartbeat), xid_class, gpu_ranks, attempts(gpu_model)
+-- needs: xid, gsp_heartbeat
 -- An "application or GPU" Xid (xid_catalog.spread_subdomain, from xid_spread.csv: NVIDIA's WORKFLOW_XID_13/_31) is
 -- decided by its spread (the view xid_class, _views.sql, which dcgm_gpu_health.sql reads too): on two or more GPUs of
 -- the attempt it follows the application (the catalogue's class); on ONE GPU that also logged one, alone, in another

@@ -1,9 +1,15 @@
-"""A rule pass leaves out a rule only when its `inputs:` header names nothing but event kinds and none of them is in
-the run (rules_sql/selection.py); rules reading other tables, or with no such header, always run."""
+"""A rule pass leaves out a rule only when none of the event kinds its rows come from is in the run: its `needs:`
+header, else an `inputs:` header that names nothing but event kinds (rules_sql/selection.py); rules with neither
+always run. Every built-in rule's header is checked against the rule kit: run with no rule left out, a rule hits only
+cases whose events include one of the kinds its header names."""
 from pathlib import Path
 
+import pytest
+
+import firstfault.rules_sql.engine as engine
+from firstfault.errors import BadInput
 from firstfault.rules_sql.cases import attribute_cases, load_cases
-from firstfault.rules_sql.engine import load_rules
+from firstfault.rules_sql.engine import builtin_rules_dir, load_rule, load_rules
 from firstfault.rules_sql.selection import event_kinds_read, needed_rules
 
 # Each probe hits every attempt from `attempts` alone: a hit in rule_hits shows that the rule was run.
@@ -23,6 +29,8 @@ PROBES = {
     "probe_present_kind": "events(kind = pcie_aer)",
     "probe_reads_attempts": "attempts",
     "probe_kinds_and_attempts": "events(kind = no_such_kind), attempts(nodes)",
+    "probe_needs_absent_kind": "attempts\n-- needs: no_such_kind, nor_this_one",
+    "probe_needs_present_kind": "attempts\n-- needs: no_such_kind, pcie_aer",
 }
 
 CASE = """\
@@ -46,6 +54,16 @@ def test_header_of_kinds_only_is_read_and_anything_else_is_not():
                   "progress (rank_progress), events(kind in a)", "events(kind in a, b),", ""):
         assert event_kinds_read({"inputs": other}) is None, other
     assert event_kinds_read({}) is None
+    assert event_kinds_read({"inputs": "events(kind in a, b), attempts", "needs": "a, b"}) == {"a", "b"}
+
+
+@pytest.mark.parametrize("needs", ["xid,gsp_heartbeat", "events(kind = xid)", "Xid", ""])
+def test_a_needs_header_that_is_not_a_list_of_kinds_is_bad_input(tmp_path, needs):
+    path = tmp_path / "probe.sql"
+    path.write_text(PROBE.format(id="probe", inputs=f"attempts\n-- needs: {needs}"))
+    with pytest.raises(BadInput) as e:
+        load_rule(path)
+    assert (e.value.field, e.value.file) == ("needs", str(path))
 
 
 def test_rule_whose_kinds_are_absent_is_skipped_and_one_without_such_header_runs(tmp_path):
@@ -55,7 +73,7 @@ def test_rule_whose_kinds_are_absent_is_skipped_and_one_without_such_header_runs
     cases = load_cases([tmp_path])
     _verdict, hits, _evidence, _events = attribute_cases(cases, [tmp_path])[cases[0].id]
     probes_run = {h["rule_id"] for h in hits if h["rule_id"].startswith("probe_")}
-    assert probes_run == {"probe_present_kind", "probe_reads_attempts", "probe_kinds_and_attempts"}
+    assert probes_run == {"probe_present_kind", "probe_reads_attempts", "probe_kinds_and_attempts", "probe_needs_present_kind"}
     assert "pcie_aer" in {h["rule_id"] for h in hits}
 
 
@@ -73,8 +91,23 @@ def test_builtin_rules_skippable_set():
     that makes a rule skippable is a decision to review here)."""
     skippable = {r.id for r in load_rules() if event_kinds_read(r.header) is not None}
     assert skippable == {
-        "collective_mismatch", "cuda_error", "cuda_oom", "driver_mismatch", "filesystem_error", "flight_recorder_missing", "host_memory_error",
-        "host_oom", "ib_link_kernel", "kernel_fault", "kubernetes_disruption", "nan_loss", "nvswitch_fabric", "pcie_aer",
-        "segfault", "watchdog_stuck",
+        "collective_mismatch", "collective_straggler", "cuda_error", "cuda_oom", "dcgm_gpu_health", "driver_mismatch",
+        "filesystem_error", "flight_recorder_missing", "gpu_fallen_off_bus", "host_memory_error", "host_oom",
+        "ib_link_kernel", "ib_port_flaps", "kernel_fault", "kubernetes_disruption", "launcher_first_failure", "nan_loss",
+        "nccl_peer_pattern", "node_vanished", "nvswitch_fabric", "pcie_aer", "python_exception", "roce_gid", "segfault",
+        "slurm_messages", "straggler", "watchdog_stuck", "xid_root",
     }
     assert all(Path(r.path).suffix == ".sql" for r in load_rules() if r.id in skippable)
+
+
+def test_every_builtin_rule_hits_only_through_the_kinds_its_header_names(monkeypatch):
+    """The rule kit with no rule left out: a skippable rule's hits all come from cases that have one of its kinds (a
+    header that names too few kinds would drop real hits from a pass)."""
+    monkeypatch.setattr(engine, "needed_rules", lambda rules, kinds_present: list(rules))
+    kinds_of = {r.id: event_kinds_read(r.header) for r in load_rules()}
+    cases = load_cases([builtin_rules_dir()])
+    wrong = []
+    for case_id, (_verdict, hits, _evidence, events) in attribute_cases(cases).items():
+        present = {e["kind"] for e in events}
+        wrong += [(case_id, h["rule_id"]) for h in hits if (kinds := kinds_of.get(h["rule_id"])) is not None and not kinds & present]
+    assert hits and not wrong, wrong[:10]
