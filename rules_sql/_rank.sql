@@ -97,7 +97,7 @@ causes AS (
            interval_lo(consensus_ts(e.ts, k.offset_s), own_stamp(e.ts, e.ts_quality), e.ts_quality),
            interval_hi(consensus_ts(e.ts, k.offset_s), own_stamp(e.ts, e.ts_quality), k.next_own_ts)
     FROM events e
-    JOIN causal_chains c ON c.cause_domain IS NULL
+    JOIN causal_chains c ON c.cause_domain IS NULL AND c.cause_kind = e.kind  -- an equality: a hash join over a night's events
      AND chain_side_matches(NULL, NULL, c.cause_kind, c.cause_codes, c.cause_texts, NULL, NULL, e.kind, e.code, e.code_text)
     LEFT JOIN event_clock k USING (attempt_id, event_id)
     UNION ALL

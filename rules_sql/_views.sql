@@ -1,5 +1,7 @@
 -- Shared views and macros that the rules and the ranking scripts read, built before any rule runs. Inputs registered
--- by the runner: events_all, progress, attempts, reports, xid_catalog, params, history.
+-- by the runner: events_all, progress, attempts, reports, xid_catalog, params, history. node_skew, event_clock and
+-- silent_first_node are tables, not views: the ranking reads each several times, and a view is planned and computed
+-- over the whole night's events at every read.
 
 -- Earlier attempts of the workloads (DESIGN §4.3); the pipeline fills it from the warehouse, empty when not registered.
 CREATE TEMP TABLE IF NOT EXISTS history (
@@ -133,7 +135,7 @@ WHERE kind = 'nccl_comm_init' AND json_extract_string(fields, '$.comm_id') IS NO
 -- Per (attempt, node): offset_s = the node's clock minus the attempt's consensus clock (median over anchors of the node's
 -- median anchor time minus the median over nodes), spread_s = how much the anchors disagree. Offsets under half the
 -- tie tolerance are measurement noise and count as 0. A node with no anchor has no row (offset unknown).
-CREATE OR REPLACE TEMP VIEW node_skew AS
+CREATE OR REPLACE TEMP TABLE node_skew AS
 WITH per_node AS (
     SELECT attempt_id, anchor, node, median(t) AS t FROM skew_anchors GROUP BY ALL
 ),
@@ -167,7 +169,7 @@ CREATE OR REPLACE TEMP MACRO interval_hi(ts, own, next_own_ts) AS CASE WHEN own 
 -- read on its node's clock; an inherited stamp is copied from an earlier line of its file, so it is read on the clock
 -- of the node that writes the file when one node does (every own-stamped event and progress marker of the file is
 -- that node's: its kernel log), and on an unknown clock in a log many nodes write to, where it stays as printed.
-CREATE OR REPLACE TEMP VIEW event_clock AS
+CREATE OR REPLACE TEMP TABLE event_clock AS
 WITH file_clock AS (
     SELECT attempt_id, uri, min(node) AS node
     FROM (
@@ -209,7 +211,7 @@ FROM (
 )
 GROUP BY ALL;
 
-CREATE OR REPLACE TEMP VIEW silent_first_node AS
+CREATE OR REPLACE TEMP TABLE silent_first_node AS
 WITH ordered AS (
     SELECT *, row_number() OVER (PARTITION BY attempt_id ORDER BY last_ts, node) AS n FROM node_last_seen
 ),
