@@ -1,7 +1,7 @@
 -- Shared views and macros that the rules and the ranking scripts read, built before any rule runs. Inputs registered
--- by the runner: events_all, progress, attempts, reports, xid_catalog, params, history. node_skew, event_clock and
--- silent_first_node are tables, not views: the ranking reads each several times, and a view is planned and computed
--- over the whole night's events at every read.
+-- by the runner: events_all, progress, attempts, reports, xid_catalog, params, history. What several rules or ranking
+-- steps read (rank_nodes, gpu_ranks, progress_window, node_skew, event_clock, silent_first_node) is a table, not a
+-- view: a view is planned and computed over the whole night's events or progress at every read.
 
 -- Earlier attempts of the workloads (DESIGN §4.3); the pipeline fills it from the warehouse, empty when not registered.
 CREATE TEMP TABLE IF NOT EXISTS history (
@@ -72,7 +72,7 @@ WHERE e.kind IN ('xid', 'dcgm_xid');
 
 -- The node of every rank of an attempt: its context's listed ranks (`rank_map`), else node-major (rank = node index x
 -- gpus_per_node + local rank), generated here rather than stored rank by rank.
-CREATE OR REPLACE TEMP VIEW rank_nodes AS
+CREATE OR REPLACE TEMP TABLE rank_nodes AS
 SELECT attempt_id, CAST(r[1] AS INTEGER) AS rank, r[2] AS node
 FROM (SELECT attempt_id, unnest(from_json(rank_map, '[["VARCHAR"]]')) AS r FROM attempts WHERE rank_map IS NOT NULL)
 UNION ALL
@@ -81,7 +81,7 @@ FROM (SELECT attempt_id, nodes, gpus_per_node, unnest(range(len(nodes))) AS i FR
      LATERAL (SELECT unnest(range(gpus_per_node)) AS local_rank);
 
 -- Which rank drives which GPU, from NCCL's ncclCommInitRank lines (busId) of the attempt.
-CREATE OR REPLACE TEMP VIEW gpu_ranks AS
+CREATE OR REPLACE TEMP TABLE gpu_ranks AS
 SELECT attempt_id, node, gpu, min(rank) AS rank
 FROM events
 WHERE kind = 'nccl_comm_init' AND gpu IS NOT NULL AND rank IS NOT NULL
@@ -89,7 +89,7 @@ GROUP BY ALL;
 
 -- Training progress (the `progress` table: markers per file, node, rank and minute) inside the attempt window, like
 -- `events`: a row is in when its markers' span meets the window; unstamped markers (minute null) are kept.
-CREATE OR REPLACE TEMP VIEW progress_window AS
+CREATE OR REPLACE TEMP TABLE progress_window AS
 SELECT p.*
 FROM progress p
 JOIN attempts a USING (attempt_id)
