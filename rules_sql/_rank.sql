@@ -107,23 +107,30 @@ causes AS (
     JOIN causal_chains c ON c.cause_domain IS NULL AND c.cause_kind = 'went_silent'
     LEFT JOIN node_skew k ON k.attempt_id = s.attempt_id AND k.node = s.node
 ),
-paired AS (
+paired AS (  -- each effect with the causes it lies in scope and window of (both sides kept whole for the condition)
     SELECT x.attempt_id, x.rule_id, x.event_id, x.domain, x.subdomain, x.culprit_node, x.chain_id, x.relation,
            x.condition_present, x.summary AS effect_summary,
-           c.kind AS cause_kind, c.node AS cause_node, c.ts AS cause_ts, c.event_id AS cause_event,
-           (SELECT string_agg(DISTINCT n.summary, '; ' ORDER BY n.summary) FROM effects n
-             WHERE n.is_condition AND n.attempt_id = x.attempt_id AND n.chain_id = x.chain_id
-               AND n.event_id IS DISTINCT FROM x.event_id AND n.event_id IS DISTINCT FROM c.event_id
-               AND chain_reaches(n, c) AND chain_reaches(n, x)) AS condition_found
+           c.kind AS cause_kind, c.node AS cause_node, c.ts AS cause_ts, c.event_id AS cause_event, x AS effect, c AS cause
     FROM effects x
     JOIN causes c ON c.attempt_id = x.attempt_id AND c.chain_id = x.chain_id AND c.event_id IS DISTINCT FROM x.event_id
     WHERE x.is_effect AND chain_reaches(x, c)
       AND (x.relation <> 'recovered'
            OR EXISTS (SELECT 1 FROM progress_window p WHERE p.attempt_id = x.attempt_id AND p.last_ts > c.ts))
 ),
+conditioned AS (  -- a pair of a chain with a condition, and the condition's hits in scope and window of both its sides
+    SELECT p.*, string_agg(DISTINCT n.summary, '; ' ORDER BY n.summary) AS condition_found
+    FROM (SELECT * FROM paired WHERE condition_present IS NOT NULL) p
+    LEFT JOIN effects n ON n.is_condition AND n.attempt_id = p.attempt_id AND n.chain_id = p.chain_id
+          AND n.event_id IS DISTINCT FROM p.event_id AND n.event_id IS DISTINCT FROM p.cause_event
+          AND chain_reaches(n, p.cause) AND chain_reaches(n, p.effect)
+    GROUP BY ALL
+),
 linked AS (
-    SELECT * EXCLUDE (condition_present) FROM paired
-    WHERE condition_present IS NULL OR condition_present = (condition_found IS NOT NULL)
+    SELECT * EXCLUDE (condition_present, effect, cause) FROM (
+        SELECT *, NULL::VARCHAR AS condition_found FROM paired WHERE condition_present IS NULL
+        UNION ALL BY NAME
+        SELECT * FROM conditioned WHERE condition_present = (condition_found IS NOT NULL)
+    )
 )
 SELECT * FROM linked
 QUALIFY row_number() OVER (PARTITION BY attempt_id, rule_id, event_id, domain, subdomain, culprit_node
