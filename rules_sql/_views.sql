@@ -221,13 +221,16 @@ first_two AS (
     FROM ordered WHERE n <= 2
     GROUP BY attempt_id
 ),
+-- it stopped first while another node's line names it afterwards, or while every node of the attempt printed training
+-- progress (then a node that simply logs less, such as one without the rank that prints iterations, cannot be first)
 stopped_first AS (
     SELECT f.attempt_id, f.node, f.last_ts
-    FROM first_two f CROSS JOIN params p
+    FROM first_two f JOIN attempts a USING (attempt_id) CROSS JOIN params p
     WHERE f.next_ts > f.last_ts + to_microseconds(CAST(p.skew_tolerance_s * 1e6 AS BIGINT))
-      AND EXISTS (SELECT 1 FROM events e
-                  WHERE e.attempt_id = f.attempt_id AND e.peer_node = f.node AND e.node IS DISTINCT FROM f.node
-                    AND coalesce(e.ts >= f.last_ts, true))
+      AND (EXISTS (SELECT 1 FROM events e
+                   WHERE e.attempt_id = f.attempt_id AND e.peer_node = f.node AND e.node IS DISTINCT FROM f.node
+                     AND coalesce(e.ts >= f.last_ts, true))
+           OR (SELECT count(DISTINCT w.node) FROM progress_window w WHERE w.attempt_id = f.attempt_id) = len(a.nodes))
 ),
 -- a node of the attempt that printed nothing at all went silent before the first line anyone printed: it is the one
 -- when it is the only such node and another node's error names it (two such nodes: nothing says which went first)
