@@ -22,6 +22,7 @@ class AttributionSettings:
     inadmissible_penalty: float = 0.25  # score factor of a survived cause, or an advisory one nothing witnessed
     witness_ratio: float = 3.0          # a contender named by this many times more peers than any other decides
     min_witnesses: int = 3              # ... when at least this many peers name it
+    kill_wait_s: float = 30.0           # the scheduler's end state (no line): its signal came up to this long before the end
     gpu_history_days: float = 14.0      # an "application or GPU" Xid on one GPU in other workloads this recently: hardware
     # history-aware actions (docs/DESIGN.md §4.3); budgets are counted since the workload last made progress
     max_restarts: int = 3           # failed attempts without progress after which the action is `stop`

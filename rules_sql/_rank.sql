@@ -84,9 +84,11 @@ WITH effects AS (  -- the root hits of each chain's effect side, and of its cond
         FROM chain_facts f CROSS JOIN causal_chains c
     ) WHERE is_effect OR is_condition
 ),
-causes AS (
+causes AS (  -- the scheduler's state (a hit with no line) is dated at the end it records: its signal came up to kill_wait_s before
     SELECT c.id AS chain_id, f.attempt_id, f.event_id, f.kind, f.node, f.gpu, f.rank, f.device, f.ts, f.own_stamp, f.uri, f.line,
-           interval_lo(f.ts, f.own_stamp, f.ts_quality) AS ts_lo, interval_hi(f.ts, f.own_stamp, f.next_own_ts) AS ts_hi
+           CASE WHEN f.event_id IS NULL THEN f.ts - to_microseconds(CAST((SELECT kill_wait_s FROM params) * 1e6 AS BIGINT))
+                ELSE interval_lo(f.ts, f.own_stamp, f.ts_quality) END AS ts_lo,
+           interval_hi(f.ts, f.own_stamp, f.next_own_ts) AS ts_hi
     FROM chain_facts f
     JOIN causal_chains c ON c.cause_domain IS NOT NULL
      AND chain_side_matches(c.cause_domain, c.cause_subdomain, c.cause_kind, c.cause_codes, c.cause_texts,

@@ -60,6 +60,8 @@ MOVES = [
     ("corroboration_bonus", 0.1, "_thresholds::a_filesystem_error_three_sources_report_stays_behind_a_fatal_xid"),
     ("skew_tolerance_s", 0.0, "_chains::a_hung_task_panic_on_another_node_than_the_nfs_error_is_not_its_symptom"),
     ("skew_tolerance_s", 4.0, "_chains::a_cuda_error_on_another_node_than_the_xid_stays_its_own_cause"),
+    ("kill_wait_s", 15.0, "_thresholds::a_timeout_with_no_line_explains_a_socket_reset_28_s_before_the_end"),
+    ("kill_wait_s", 60.0, "_thresholds::a_timeout_with_no_line_leaves_a_socket_reset_40_s_before_the_end_a_cause"),
 ]
 
 
