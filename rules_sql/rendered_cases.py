@@ -37,6 +37,7 @@ CHAIN_CASES = {
     "pcie_upstream.explains.gpu_lost": ("linux.aer.error_received_fatal", "nvidia.gpu.fallen_off_bus_probe", "linux.mlx5.health_compromised"),
     "pcie_aer.explains.nic": ("linux.aer.error_received_fatal", "efa.admin.no_completion"),
     "pcie_aer.explains.link_down": ("linux.aer.error_received_fatal", "linux.ib.port_link_down"),
+    "nic.explains.link_down": ("linux.mlx5.fatal_sensor", "linux.ib.port_link_down"),
     "host_memory.explains.kernel": ("linux.edac.ue", "linux.softlockup.bug"),
     "filesystem.explains.kernel": ("linux.nvme.timeout_reset", "linux.hung_task.blocked"),
     "gpu_lost.explains.cuda_error": ("nvidia.gpu.fallen_off_bus_probe", "nvidia.xid.graphics_exception"),
