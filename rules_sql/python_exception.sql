@@ -42,7 +42,7 @@ classified AS (
             || 'ProcessGroup|Connection reset|Connection closed by peer|Broken pipe|SIGTERM|KeyboardInterrupt|'
             || 'SystemExit|Rendezvous|DistStoreError|DistNetworkError|waiting for workers|client socket has failed|'
             || 'Socket Timeout|Timed out waiting \d+ms for (send|recv) operation|DEADLINE_EXCEEDED|coordination service|'
-            || 'CUDA error|cuda runtime error|Unexpected error from cudaGetDeviceCount|out of memory|OutOfMemoryError|communicator was aborted|'
+            || 'CUDA (driver )?error|cuda runtime error|Unexpected error from cudaGetDeviceCount|out of memory|OutOfMemoryError|communicator was aborted|'
             || 'DataLoader worker \(pid \d+\) is killed by signal: (Killed|Terminated)|'
             || 'CalledProcessError\b.*Command ''\[''[^'']*python[0-9.]*'', |'
             || 'NaN|NAN|\bnan\b|loss scale already at minimum|Minimum loss scale reached|'
