@@ -16,11 +16,16 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from firstfault.rules_sql.engine import load_rules, register_reference, rules_version, run_rules
+from firstfault.rules_sql.engine import load_rules, register_empty_inputs, register_reference, rules_version, run_rules
 from firstfault.config import Config, LakeSettings, WarehouseSettings
 from firstfault.connectors.static_context import load_static_context
 from firstfault.synthetic.demo import write_demo
 from firstfault.run import land
+
+
+#: lake table -> the relation the rule pass reads it as
+LAKE_RELATIONS = {"events": "events_all", "context": "attempts_raw", "connector_reports": "reports", "metrics": "metrics",
+                  "progress": "progress"}
 
 
 def replicated(frame: pl.DataFrame, copies: int) -> pl.DataFrame:
@@ -40,15 +45,19 @@ def main() -> None:
         config = Config(lake=LakeSettings(f"{tmp}/lake"), warehouse=WarehouseSettings(f"{tmp}/w.duckdb"))
         land(contexts, config)
         lake = Path(tmp) / "lake"
-        read = {t: pl.read_parquet(lake / t / "**" / "*.parquet", hive_partitioning=False) for t in ("events", "context", "connector_reports", "metrics")}
+        # a lake table with no rows has no files (the demo has no metrics)
+        read = {t: pl.read_parquet(files, hive_partitioning=False) for t in LAKE_RELATIONS
+                if (files := sorted((lake / t).rglob("*.parquet")))}
     copies = -(-args.attempts // len(contexts))
     tables = {name: replicated(frame, copies) for name, frame in read.items()}
     n_attempts = tables["context"].height
     rules = load_rules()
     con = duckdb.connect()
-    for name, view in (("events", "events_all"), ("connector_reports", "reports"), ("metrics", "metrics")):
-        con.register(view, tables[name])
-    con.register("attempts_raw", tables["context"])
+    register_empty_inputs(con)
+    for name, frame in tables.items():
+        con.register("_replicated", frame)
+        con.execute(f"INSERT INTO {LAKE_RELATIONS[name]} BY NAME SELECT * FROM _replicated")
+        con.unregister("_replicated")
     started = time.perf_counter()
     con.execute("CREATE OR REPLACE TEMP TABLE attempts AS SELECT *, strftime(start_ts, '%Y-%m-%d') AS day FROM attempts_raw")
     register_reference(con, config.attribution, rules_version(rules, config.attribution))

@@ -1,5 +1,5 @@
 """The benchmarks stay out of the test run (they take minutes and measure a quiet machine, not correctness); here they
-are only imported. The fleet benchmark's pinned simulator profile must spell out every keyword of `simulate` and
+are only imported, and the rules benchmark run on a pass of a few attempts (it reads the lake's tables itself). The fleet benchmark's pinned simulator profile must spell out every keyword of `simulate` and
 every fault kind, so that a new simulator switch (off by default) or a changed default weight cannot change what the
 benchmark measures: a new keyword fails here until the profile states its value."""
 from __future__ import annotations
@@ -44,6 +44,14 @@ def test_sizing_changes_only_the_attempts_and_the_padding(bench_fleet):
 
 def test_attempt_benchmark_imports(monkeypatch):
     assert callable(import_benchmark("bench_attempt", monkeypatch).main)
+
+
+def test_rules_benchmark_runs_every_rule_over_the_replicated_demo(monkeypatch, capsys):
+    bench = import_benchmark("bench_rules", monkeypatch)
+    monkeypatch.setattr("sys.argv", ["bench_rules.py", "--attempts", "18"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "18 attempts" in out and "attempts/s" in out and "('attributed', " in out
 
 
 def test_api_benchmark_imports(monkeypatch):
