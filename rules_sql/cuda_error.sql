@@ -3,9 +3,8 @@
 --          ECC -> GPU memory, NVLink -> NVLink, no/busy device -> lost GPU, system not yet initialized -> the node's
 --          driver, illegal address/assert -> application.
 --          An illegal memory access that NCCL reports (`NCCL WARN Cuda failure 700 '...'`) is the application's too:
---          the error belongs to the process that made the access, so peers see only their lost connections. A text
---          that names the hardware (ECC, an uncorrectable NVLink error, a busy or missing device) means the same
---          whoever prints it; NCCL's other CUDA failures (a launch failure) follow a GPU fault and stay symptoms. (NCCL's illegal
+--          the error belongs to the process that made the access, so peers see only their lost connections. NCCL's
+--          other CUDA failures (a launch failure, a lost device) follow a GPU fault and stay symptoms. (NCCL's illegal
 --          access after its InfiniBand completions failed is the transport's: a causal chain, rules_sql/chains.yaml.)
 --          The same application error raised on two or more nodes is the job's code, not a node's: no culprit node.
 -- domain: application/cuda_error, hardware/gpu_memory, hardware/gpu_nvlink, hardware/gpu_lost, software/driver
@@ -23,13 +22,12 @@ WITH classified AS (
     FROM events
     WHERE (kind = 'cuda_error' AND code_text NOT ILIKE '%previous error during capture%')
        OR (kind = 'torch_watchdog_exception' AND code_text ILIKE '%CUDA error%')
-       OR kind = 'nccl_cuda'
+       OR (kind = 'nccl_cuda' AND code_text ILIKE '%illegal memory access%')
 ),
 spread AS (
     SELECT *, cause = 'application/cuda_error'
               AND count(DISTINCT node) OVER (PARTITION BY attempt_id, cause, code_text) >= 2 AS job_wide
     FROM classified
-    WHERE kind <> 'nccl_cuda' OR cause <> 'application/cuda_error' OR code_text ILIKE '%illegal memory access%'
 )
 SELECT attempt_id, event_id, 'cuda_error' AS rule_id, 'root' AS role,
        split_part(cause, '/', 1) AS domain, split_part(cause, '/', 2) AS subdomain,
