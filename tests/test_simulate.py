@@ -87,7 +87,7 @@ def test_real_shapes_are_written_and_attributed(tmp_path):
 def test_catalogue_shapes_write_every_familys_roots_and_are_attributed(tmp_path):
     """CATALOGUE_SHAPES (off by default) makes each attempt's fault a catalogue root written as its rendered line on
     the culprit (its class is the truth): a small fleet draws every family that has such a root, all attributed."""
-    simulate(tmp_path, nodes=16, attempts=60, days=1, seed=2, lines=(20, 40), max_job_nodes=4, weights=CATALOGUE_SHAPES)
+    simulate(tmp_path, nodes=16, attempts=60, days=1, seed=3, lines=(20, 40), max_job_nodes=4, weights=CATALOGUE_SHAPES)
     truth = read_truth(tmp_path)
     assert {t["kind"] for t in truth} == {"catalogue"}
     families = {m.file for ms in catalogue_roots().values() for m, _ in ms if m.id in {t["catalogue"] for t in truth}}
